@@ -1,0 +1,85 @@
+"""Every error nexusflow raises, with its pinned message.
+
+Messages are written here and nowhere else, so docs, tests and users can rely on them.
+Tool-level failures are not exceptions: they become error results the model reads
+(see ``tool_error_*`` below), because a bad tool call must never crash a run.
+"""
+
+from __future__ import annotations
+
+
+class NexusflowError(Exception):
+    """Base of every nexusflow error."""
+
+
+class ToolkitError(NexusflowError):
+    """A toolkit could not be built: a bad tool, ``mcp.json`` or skills folder."""
+
+
+class McpServerError(ToolkitError):
+    def __init__(self, server: str, reason: str) -> None:
+        self.server = server
+        super().__init__(f'mcp: server "{server}" failed to start: {reason}')
+
+
+class MissingVariableError(ToolkitError):
+    def __init__(self, variable: str) -> None:
+        self.variable = variable
+        super().__init__(f"environment variable ${{{variable}}} is not set")
+
+
+class ModelError(NexusflowError):
+    """A model turn could not be produced or its reply could not be read."""
+
+
+class HookError(NexusflowError):
+    def __init__(self, hook: str, exc: BaseException) -> None:
+        super().__init__(f"hook {hook} raised {type(exc).__name__}: {exc}")
+
+
+class MaxTurnsExceeded(NexusflowError):
+    def __init__(self, max_turns: int) -> None:
+        self.max_turns = max_turns
+        super().__init__(f"max turns exceeded: no final answer after {max_turns} turns")
+
+
+class SessionIdError(NexusflowError, ValueError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"invalid session id {session_id!r}: use 1-128 letters, digits, '.', '_' or '-'"
+        )
+
+
+class NoRuntimeError(NexusflowError):
+    def __init__(self) -> None:
+        super().__init__(
+            "agent_run needs a client and a toolkit: start it with `await client.run(prompt, toolkit)`"
+        )
+
+
+def tool_error_unknown(name: str, known: list[str]) -> str:
+    listed = ", ".join(sorted(known)) or "none"
+    return f'error: unknown tool "{name}" (available: {listed})'
+
+
+def tool_error_arguments(name: str, detail: str) -> str:
+    return f'error: invalid arguments for tool "{name}": {detail}'
+
+
+def tool_error_raised(name: str, exc: BaseException) -> str:
+    return f'error: tool "{name}" raised {type(exc).__name__}: {exc}'
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """The one error inside task-group wrappers, so users read the cause, not the group."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def describe(exc: BaseException) -> str:
+    """Our errors read as their pinned message; anything else names its type."""
+    exc = unwrap(exc)
+    if isinstance(exc, NexusflowError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

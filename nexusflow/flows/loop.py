@@ -1,0 +1,88 @@
+"""The agent loop, independent of Prefect: the flow runs it with task-wrapped steps, the
+benchmark with plain ones, so both measure the very same loop."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import anyio
+
+from ..errors import MaxTurnsExceeded
+from ..messages import Message, ModelRequest, RunMetrics, SystemMessage, ToolCall, ToolMessage, UserMessage
+from ..tasks import ToolRecord, TurnRecord
+
+TurnStep = Callable[[int, ModelRequest], Awaitable[tuple[TurnRecord, bool]]]
+"""(step, request) -> (record, replayed)"""
+
+ToolStep = Callable[[int, int, ToolCall], Awaitable[tuple[ToolRecord, bool]]]
+"""(step, index, call) -> (record, replayed)"""
+
+
+@dataclass
+class LoopState:
+    """The transcript and metrics so far; kept by the caller so a failed run still reports
+    how far it got."""
+
+    messages: list[Message]
+    metrics: RunMetrics = field(default_factory=RunMetrics)
+
+
+def opening_messages(prompt: str, system_prompt: str | None, instructions: str | None) -> list[Message]:
+    system = "\n\n".join(part for part in (system_prompt, instructions) if part)
+    messages: list[Message] = [SystemMessage(content=system)] if system else []
+    messages.append(UserMessage(content=prompt))
+    return messages
+
+
+async def _run_calls(step: int, calls: list[ToolCall], run_tool: ToolStep) -> list[tuple[ToolRecord, bool]]:
+    """The calls of one turn, concurrently; results come back in call order."""
+    results: list[tuple[ToolRecord, bool] | None] = [None] * len(calls)
+
+    async def one(index: int, call: ToolCall) -> None:
+        results[index] = await run_tool(step, index, call)
+
+    async with anyio.create_task_group() as group:
+        for index, call in enumerate(calls):
+            group.start_soon(one, index, call)
+    return [result for result in results if result is not None]
+
+
+async def drive(
+    state: LoopState,
+    *,
+    tools: list,
+    model: str | None,
+    max_turns: int,
+    run_turn: TurnStep,
+    run_tool: ToolStep,
+) -> str:
+    """Run turns until the model answers without tool calls; return that answer."""
+    metrics = state.metrics
+    for step in range(max_turns):
+        request = ModelRequest(messages=list(state.messages), tools=tools, model=model)
+        record, replayed = await run_turn(step, request)
+        reply = record.reply
+        metrics.turns += 1
+        if replayed:
+            metrics.replayed_turns += 1
+        else:
+            metrics.model_seconds += record.seconds
+        metrics.input_tokens += reply.usage.input_tokens
+        metrics.output_tokens += reply.usage.output_tokens
+        state.messages.append(reply.as_message())
+        if not reply.tool_calls:
+            return reply.content or ""
+        if step == max_turns - 1:
+            break
+        for call, (tool_record, tool_replayed) in zip(
+            reply.tool_calls, await _run_calls(step, reply.tool_calls, run_tool), strict=True
+        ):
+            metrics.tool_calls += 1
+            metrics.tool_errors += tool_record.result.is_error
+            if tool_replayed:
+                metrics.replayed_tool_calls += 1
+            else:
+                metrics.tool_seconds += tool_record.seconds
+            state.messages.append(ToolMessage(tool_call_id=call.id, content=tool_record.result.content))
+    raise MaxTurnsExceeded(max_turns)

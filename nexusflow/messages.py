@@ -1,0 +1,190 @@
+"""The conversation in the OpenAI chat-completions shape, and the result of a run.
+
+Everything that crosses a boundary (a transport, a persisted task result, a flow result)
+is one of these models, so the shape is checked once, here.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def _encode_arguments(value: Any) -> str:
+    """Keep a pre-encoded string verbatim: re-encoding would change what the model wrote."""
+    if value is None:
+        return "{}"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str = "{}"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _encode(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "arguments" in data:
+            data = {**data, "arguments": _encode_arguments(data["arguments"])}
+        return data
+
+
+class ToolCall(BaseModel):
+    """One call the model asked for. Accepts the OpenAI shape or the flat
+    ``{"id"?, "name", "arguments"}`` shape; a call without an id gets one."""
+
+    id: str = Field(default_factory=new_call_id)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "function" not in data and "name" in data:
+            data = dict(data)
+            data["function"] = {"name": data.pop("name"), "arguments": data.pop("arguments", None)}
+        if isinstance(data, dict) and data.get("id") is None:
+            data = {k: v for k, v in data.items() if k != "id"}
+        return data
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    @property
+    def arguments(self) -> str:
+        return self.function.arguments
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as an object; raises ``ValueError`` when they are not a JSON object."""
+        value = json.loads(self.function.arguments or "{}")
+        if not isinstance(value, dict):
+            raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
+        return value
+
+
+class SystemMessage(BaseModel):
+    role: Literal["system"] = "system"
+    content: str
+
+
+class UserMessage(BaseModel):
+    role: Literal["user"] = "user"
+    content: str
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+
+
+class ToolMessage(BaseModel):
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    content: str
+
+
+Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
+
+
+class FunctionSpec(BaseModel):
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ToolSpec(BaseModel):
+    """A tool as the model sees it (OpenAI ``tools[]`` entry)."""
+
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+
+class ModelRequest(BaseModel):
+    """One model turn's request. Keys we do not model (``tool_choice``, ``response_format``,
+    anything newer) are kept and passed through untouched."""
+
+    model_config = ConfigDict(extra="allow")
+
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    model: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        """The request body as JSON-ready data; extra keys are left exactly as given."""
+        body = self.model_dump(mode="json")
+        if body["model"] is None:
+            del body["model"]
+        for message in body["messages"]:
+            if message.get("tool_calls", ...) is None:
+                del message["tool_calls"]
+        return body
+
+
+class Usage(BaseModel):
+    """Tokens a turn cost; zero where the model reports none (a one-shot CLI)."""
+
+    input_tokens: int = Field(default=0, validation_alias=AliasChoices("input_tokens", "prompt_tokens"))
+    output_tokens: int = Field(default=0, validation_alias=AliasChoices("output_tokens", "completion_tokens"))
+
+
+class ModelReply(BaseModel):
+    """What one model turn produced: a final answer (``content``) or tool calls."""
+
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _none_calls(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("tool_calls") is None and "tool_calls" in data:
+            data = {k: v for k, v in data.items() if k != "tool_calls"}
+        return data
+
+    def as_message(self) -> AssistantMessage:
+        return AssistantMessage(content=self.content, tool_calls=list(self.tool_calls) or None)
+
+
+class ToolResult(BaseModel):
+    """A tool's output as the model will read it; ``is_error`` marks a failure the model
+    should see (unknown tool, invalid arguments, a raising tool)."""
+
+    content: str
+    is_error: bool = False
+
+
+class RunMetrics(BaseModel):
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    replayed_turns: int = 0
+    replayed_tool_calls: int = 0
+    model_seconds: float = 0.0
+    tool_seconds: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class RunResult(BaseModel):
+    status: Literal["completed", "pending", "failed"]
+    text: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    metrics: RunMetrics = Field(default_factory=RunMetrics)
+    session_id: str
+    flow_run_id: str | None = None
+    error: str | None = None

@@ -1,0 +1,6 @@
+"""Prefect tasks: a model turn and a tool call, each keyed by its position in the run."""
+
+from .tool_call import ToolRecord, execute_tool, tool_call
+from .turn import TurnRecord, model_turn, produce_turn
+
+__all__ = ["ToolRecord", "TurnRecord", "execute_tool", "model_turn", "produce_turn", "tool_call"]

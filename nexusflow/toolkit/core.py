@@ -1,0 +1,125 @@
+"""The toolkit: every tool a run may call, whatever it came from, behind one ``call``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, Self, runtime_checkable
+
+from ..errors import ToolkitError, tool_error_arguments, tool_error_unknown
+from ..messages import ToolResult, ToolSpec
+from .functions import FunctionTool
+from .mcp import McpTool, connect_server, load_mcp_config
+from .skills import SkillTool, load_skills, skills_prompt
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """What the toolkit needs of a tool: a name, a spec for the model, and a call that
+    reports failure as an error result rather than raising."""
+
+    name: str
+    spec: ToolSpec
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult: ...
+
+
+def _origin(tool: Tool) -> str:
+    if isinstance(tool, McpTool):
+        return f'MCP server "{tool.server}"'
+    if isinstance(tool, SkillTool):
+        return "the skills folder"
+    return "a Python tool"
+
+
+class Toolkit:
+    """The tools of a run. Build it with ``await Toolkit.load(...)`` and close it with
+    ``async with`` or ``aclose()``: MCP servers stay connected until then."""
+
+    def __init__(self, tools: Iterable[Tool] = (), *, instructions: str | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.instructions = instructions
+        self._stack = AsyncExitStack()
+        for item in tools:
+            self._add(item)
+
+    def _add(self, item: Tool) -> None:
+        if item.name in self._tools:
+            raise ToolkitError(
+                f'toolkit: two tools are named "{item.name}" ({_origin(self._tools[item.name])} and {_origin(item)});'
+                ' rename one, or give an MCP server a "toolPrefix"'
+            )
+        self._tools[item.name] = item
+
+    @classmethod
+    async def load(
+        cls,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        mcp_config: str | Path | dict[str, Any] | None = None,
+        skills_dir: str | Path | None = None,
+    ) -> Self:
+        """Python tools (plain functions are wrapped as with ``@tool``), the servers of an
+        ``mcp.json`` (started now) and a skills folder. On any error, servers already
+        started are closed before the error is raised."""
+        kit = cls([item if isinstance(item, Tool) else FunctionTool(item) for item in tools])
+        try:
+            if skills_dir is not None:
+                skills = load_skills(skills_dir)
+                if skills:
+                    kit._add(SkillTool(skills))
+                    kit.instructions = skills_prompt(skills)
+            if mcp_config is not None:
+                config = load_mcp_config(mcp_config)
+                for name, server in config.mcp_servers.items():
+                    if not server.disabled:
+                        for mcp_tool in await connect_server(name, server, kit._stack):
+                            kit._add(mcp_tool)
+        except BaseException:
+            await kit.aclose()
+            raise
+        return kit
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        return [item.spec for item in self._tools.values()]
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    async def call(self, name: str, arguments: str | dict[str, Any]) -> ToolResult:
+        """Run one tool call. Never raises for the model's mistakes: an unknown tool,
+        arguments that are not a JSON object and a raising tool all come back as error
+        results for the model to read."""
+        item = self._tools.get(name)
+        if item is None:
+            return ToolResult(content=tool_error_unknown(name, self.names), is_error=True)
+        if isinstance(arguments, str):
+            try:
+                parsed = json.loads(arguments or "{}")
+            except json.JSONDecodeError as exc:
+                return ToolResult(content=tool_error_arguments(name, f"not JSON: {exc.msg}"), is_error=True)
+        else:
+            parsed = arguments
+        if not isinstance(parsed, dict):
+            return ToolResult(
+                content=tool_error_arguments(name, f"expected a JSON object, got {type(parsed).__name__}"),
+                is_error=True,
+            )
+        return await item.call(parsed)
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,203 @@
+"""MCP servers from an ``mcp.json`` (the Claude-desktop shape), reached through the mcp SDK.
+
+``${VAR}`` in a server's command, args, env, url and headers is expanded when the server
+is started; the expanded values go straight to the SDK and are never kept or logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import deque
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult, EmbeddedResource, ImageContent, TextContent
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .._env import expand, expand_all
+from ..errors import McpServerError, ToolkitError, describe, tool_error_raised
+from ..messages import FunctionSpec, ToolResult, ToolSpec
+
+logger = logging.getLogger("nexusflow.mcp")
+
+_STDERR_TAIL_LINES = 20
+
+
+class _ServerBase(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    disabled: bool = False
+    tool_prefix: str = Field(default="", alias="toolPrefix")
+    startup_timeout: float = Field(default=30.0, alias="startupTimeout", gt=0)
+    timeout: float = Field(default=600.0, gt=0, description="Seconds one tool call may take.")
+
+
+class StdioServer(_ServerBase):
+    type: Literal["stdio"] = "stdio"
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class RemoteServer(_ServerBase):
+    type: Literal["http", "streamable-http", "streamableHttp", "sse"] = "http"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+class McpConfig(BaseModel):
+    mcp_servers: dict[str, StdioServer | RemoteServer] = Field(alias="mcpServers")
+
+
+def load_mcp_config(source: str | Path | dict[str, Any]) -> McpConfig:
+    """Read an ``mcp.json`` path or an already-parsed dict. Errors name the offending key,
+    never a value: a header or env value may be a secret."""
+    where = "mcp config" if isinstance(source, dict) else str(source)
+    if isinstance(source, dict):
+        data = source
+    else:
+        try:
+            data = json.loads(Path(source).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ToolkitError(f"mcp: cannot read {where}: {exc.strerror or exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ToolkitError(f"mcp: {where} is not JSON: {exc.msg} at line {exc.lineno}") from exc
+    try:
+        return McpConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_input=False)
+        )
+        raise ToolkitError(f"mcp: invalid {where}: {problems}") from exc
+
+
+class _StderrTap:
+    """A pipe for a stdio server's stderr: lines go to the debug log and the last few are
+    kept, so that a server that dies at start-up is reported with what it said."""
+
+    def __init__(self, server: str) -> None:
+        read_fd, write_fd = os.pipe()
+        self.file = os.fdopen(write_fd, "w")
+        self._lines: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
+        self._thread = threading.Thread(target=self._drain, args=(read_fd, server), daemon=True)
+        self._thread.start()
+
+    def _drain(self, fd: int, server: str) -> None:
+        with os.fdopen(fd, encoding="utf-8", errors="replace") as pipe:
+            for line in pipe:
+                line = line.rstrip("\n")
+                self._lines.append(line)
+                logger.debug("[%s] %s", server, line)
+
+    def tail(self) -> str:
+        self._thread.join(timeout=0.5)
+        return "\n".join(self._lines)[-1000:]
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _render(result: CallToolResult) -> str:
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        elif isinstance(block, ImageContent):
+            parts.append(f"[image: {block.mime_type}]")
+        elif isinstance(block, EmbeddedResource):
+            resource = block.resource
+            parts.append(getattr(resource, "text", None) or f"[resource: {resource.uri}]")
+        else:
+            parts.append(block.model_dump_json(exclude_none=True))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+class McpTool:
+    """One tool of a connected MCP server, under the name the model sees."""
+
+    def __init__(self, server: str, client: Client, remote_name: str, spec: ToolSpec, timeout: float) -> None:
+        self.server = server
+        self.name = spec.name
+        self.spec = spec
+        self._client = client
+        self._remote_name = remote_name
+        self._timeout = timeout
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            result = await self._client.call_tool(self._remote_name, arguments, read_timeout_seconds=self._timeout)
+        except Exception as exc:
+            return ToolResult(content=tool_error_raised(self.name, exc), is_error=True)
+        text = _render(result)
+        if result.is_error:
+            return ToolResult(content=f'error: tool "{self.name}" failed: {text}', is_error=True)
+        return ToolResult(content=text)
+
+
+def _transport(name: str, server: StdioServer | RemoteServer, stack: AsyncExitStack) -> Any:
+    if isinstance(server, StdioServer):
+        tap = _StderrTap(name)
+        stack.callback(tap.close)
+        params = StdioServerParameters(
+            command=expand(server.command),
+            args=[expand(arg) for arg in server.args],
+            env=expand_all(server.env),
+            cwd=expand(server.cwd) if server.cwd else None,
+        )
+        return stdio_client(params, errlog=tap.file), tap
+    url = expand(server.url)
+    headers = expand_all(server.headers)
+    if server.type == "sse":
+        return sse_client(url, headers=headers, timeout=server.startup_timeout), None
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(server.startup_timeout, read=server.timeout))
+    return streamable_http_client(url, http_client=http), None
+
+
+async def connect_server(name: str, server: StdioServer | RemoteServer, stack: AsyncExitStack) -> list[McpTool]:
+    """Start (or reach) one server and list its tools; the connection lives in ``stack``.
+    Any failure, including a server that exits or never answers, names the server."""
+    server_stack = AsyncExitStack()
+    tap = None
+    try:
+        transport, tap = _transport(name, server, server_stack)
+        client = Client(transport, read_timeout_seconds=server.startup_timeout, cache=None)
+        await server_stack.enter_async_context(client)
+        listed = await client.list_tools()
+    except Exception as exc:
+        try:
+            await server_stack.aclose()
+        except Exception:  # the server is already broken; its teardown error adds nothing
+            logger.debug("closing the failed MCP server %s", name, exc_info=True)
+        reason = describe(exc)
+        if tap is not None and (said := tap.tail()):
+            reason = f"{reason}; its stderr ends with:\n{said}"
+        raise McpServerError(name, reason) from exc
+    stack.push_async_callback(server_stack.aclose)
+    return [
+        McpTool(
+            name,
+            client,
+            remote.name,
+            ToolSpec(
+                function=FunctionSpec(
+                    name=f"{server.tool_prefix}{remote.name}",
+                    description=remote.description or "",
+                    parameters=remote.input_schema or {"type": "object", "properties": {}},
+                )
+            ),
+            server.timeout,
+        )
+        for remote in listed.tools
+    ]

@@ -1,0 +1,64 @@
+"""A Python callable as the model: the seam every other transport reproduces."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+from pydantic import ValidationError
+
+from ..errors import ModelError
+from ..messages import ModelReply, ModelRequest
+
+Generate = Callable[[ModelRequest], ModelReply | dict[str, Any] | str | Awaitable[ModelReply | dict[str, Any] | str]]
+
+
+def coerce_reply(value: Any) -> ModelReply:
+    """Accept a ``ModelReply``, the plain dicts ``{"content": ...}`` /
+    ``{"tool_calls": [...]}``, or a string (the final answer)."""
+    if isinstance(value, ModelReply):
+        return value
+    if isinstance(value, str):
+        return ModelReply(content=value)
+    if isinstance(value, dict):
+        try:
+            return ModelReply.model_validate(value)
+        except ValidationError as exc:
+            detail = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ModelError(f"model: invalid reply: {detail}") from exc
+    raise ModelError(f"model: invalid reply: expected a ModelReply, a dict or a str, got {type(value).__name__}")
+
+
+class InProcessTransport:
+    def __init__(self, generate: Generate) -> None:
+        self._generate = generate
+        self._is_async = inspect.iscoroutinefunction(generate) or inspect.iscoroutinefunction(
+            getattr(generate, "__call__", None)
+        )
+
+    async def generate(self, request: ModelRequest) -> ModelReply:
+        try:
+            if self._is_async:
+                value = await self._generate(request)  # type: ignore[misc]
+            else:
+                value = await anyio.to_thread.run_sync(self._generate, request)
+                if inspect.isawaitable(value):
+                    value = await value
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"model: generate raised {type(exc).__name__}: {exc}") from exc
+        return coerce_reply(value)
+
+
+def in_process_transport(generate: Generate) -> Callable[[], Any]:
+    @asynccontextmanager
+    async def open_transport() -> AsyncIterator[InProcessTransport]:
+        yield InProcessTransport(generate)
+
+    return open_transport
