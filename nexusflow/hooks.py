@@ -24,7 +24,7 @@ BeforeTool = Callable[[ToolCall], ToolCall | dict[str, Any] | ToolResult | str |
 ``ToolResult`` or a string) so that the tool does not run."""
 
 AfterTool = Callable[[ToolCall, ToolResult], ToolResult | str | None | Awaitable[ToolResult | str | None]]
-"""May return a replacement result."""
+"""May return a replacement result, or a string: new content that keeps the error flag."""
 
 
 async def call_hook(name: str, hook: Callable[..., Any], *args: Any) -> Any:

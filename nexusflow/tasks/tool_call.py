@@ -46,7 +46,9 @@ async def execute_tool(call: ToolCall) -> ToolRecord:
         result = await run.toolkit.call(call.name, call.arguments)
     if options.after_tool is not None:
         value = await call_hook("after_tool", options.after_tool, call, result)
-        if value is not None:
+        if isinstance(value, str):
+            result = result.model_copy(update={"content": value})
+        elif value is not None:
             result = _as_result("after_tool", value)
     return ToolRecord(result=result, seconds=time.perf_counter() - started)
 

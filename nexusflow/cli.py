@@ -1,0 +1,162 @@
+"""The ``nexusflow`` command: the answer on stdout, progress on stderr, a non-zero exit
+status on failure."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .client import ClientOptions, create_in_process_client
+from .errors import NexusflowError
+from .messages import RunResult
+from .testing import ScriptedModel, follow_prompt
+from .toolkit import Toolkit
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class UsageError(NexusflowError):
+    pass
+
+
+def _import_target(spec: str) -> Any:
+    """``package.module:name`` or ``path/to/file.py:name``."""
+    module_name, sep, attribute = spec.rpartition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(f"--tools expects module:function or file.py:function, got {spec!r}")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name).resolve()
+            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
+            if loader_spec is None or loader_spec.loader is None or not path.is_file():
+                raise UsageError(f"--tools: no such file: {module_name}")
+            module = importlib.util.module_from_spec(loader_spec)
+            loader_spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, str(Path.cwd()))
+            module = importlib.import_module(module_name)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"--tools: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise UsageError(f"--tools: {module_name} has no {attribute!r}") from None
+
+
+def _tools(specs: Sequence[str]) -> list[Any]:
+    tools: list[Any] = []
+    for spec in specs:
+        target = _import_target(spec)
+        tools.extend(target if isinstance(target, list | tuple) else [target])
+    return tools
+
+
+def _script(path: str) -> ScriptedModel:
+    try:
+        replies = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--script: cannot read {path}: {exc}") from exc
+    if not isinstance(replies, list):
+        raise UsageError("--script: the file must hold a JSON list of replies")
+    return ScriptedModel(replies)
+
+
+def ui_hint(flow_run_id: str | None) -> str:
+    from prefect.settings import get_current_settings
+
+    if flow_run_id is None:
+        return ""
+    ui_url = get_current_settings().ui_url
+    if ui_url:
+        return f"See it in the Prefect UI: {ui_url}/runs/flow-run/{flow_run_id}"
+    return (
+        "See it in the Prefect UI: run `prefect server start`, then open "
+        f"http://127.0.0.1:4200/runs/flow-run/{flow_run_id}"
+    )
+
+
+def _report(result: RunResult) -> int:
+    if result.status == "completed":
+        print(result.text or "")
+    metrics = result.metrics
+    summary = (
+        f"nexusflow: {result.status} — {metrics.turns} turns, {metrics.tool_calls} tool calls "
+        f"({metrics.replayed_turns} turns and {metrics.replayed_tool_calls} tool calls replayed), "
+        f"session {result.session_id}"
+    )
+    print(summary, file=sys.stderr)
+    if result.error:
+        print(f"nexusflow: error: {result.error}", file=sys.stderr)
+    if hint := ui_hint(result.flow_run_id):
+        print(hint, file=sys.stderr)
+    return 0 if result.status == "completed" else EXIT_FAILED
+
+
+async def _run(args: argparse.Namespace) -> int:
+    generate = _script(args.script) if args.script else follow_prompt
+    options = ClientOptions(system_prompt=args.system, max_turns=args.max_turns)
+    client = create_in_process_client(generate, **options.model_dump(exclude_defaults=True))
+    async with await Toolkit.load(tools=_tools(args.tools), mcp_config=args.mcp, skills_dir=args.skills) as toolkit:
+        result = await client.run(args.prompt, toolkit, session_id=args.session)
+    return _report(result)
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from .demo import PROMPT, TOOLS, demo_model
+
+    print(f"nexusflow demo: {PROMPT}", file=sys.stderr)
+    client = create_in_process_client(demo_model())
+    async with await Toolkit.load(tools=TOOLS) as toolkit:
+        result = await client.run(PROMPT, toolkit, session_id=args.session)
+    return _report(result)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nexusflow", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run an agent on a prompt")
+    run.add_argument("prompt")
+    run.add_argument("--tools", action="append", default=[], metavar="MODULE:FUNCTION",
+                     help="a tool (or a list of tools) to offer; repeatable")
+    run.add_argument("--mcp", metavar="MCP_JSON", help="MCP servers, in the mcp.json shape")
+    run.add_argument("--skills", metavar="DIR", help="a folder of skills (SKILL.md folders)")
+    run.add_argument("--session", metavar="ID", help="session id; the same id resumes a crashed run")
+    run.add_argument("--script", metavar="FILE",
+                     help="scripted replies (a JSON list); default: the scripted agent follows"
+                          " `call NAME {json}` lines in the prompt")
+    run.add_argument("--system", metavar="TEXT", help="system prompt")
+    run.add_argument("--max-turns", type=int, default=20, metavar="N")
+    run.set_defaults(handler=_run)
+
+    demo = commands.add_parser("demo", help="a multi-step tool-calling run on the scripted model")
+    demo.add_argument("--session", metavar="ID", help="session id; the same id replays the run")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return anyio.run(args.handler, args)
+    except UsageError as exc:
+        print(f"nexusflow: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except NexusflowError as exc:
+        print(f"nexusflow: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

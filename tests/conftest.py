@@ -1,0 +1,97 @@
+"""One real Prefect server per test session, in a temporary PREFECT_HOME.
+
+The environment is set at import, before anything imports prefect, and is inherited by
+every child process a test starts (crash-and-resume runs, the command line).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+_HOME = Path(tempfile.mkdtemp(prefix="nexusflow-tests-"))
+_PORT = _free_port()
+os.environ.update(
+    {
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+        "PREFECT_HOME": str(_HOME),
+        "PREFECT_LOCAL_STORAGE_PATH": str(_HOME / "storage"),
+        "PREFECT_API_URL": f"http://127.0.0.1:{_PORT}/api",
+        "PREFECT_LOGGING_LEVEL": "INFO",
+    }
+)
+
+HELPERS = Path(__file__).parent / "helpers"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prefect_server() -> Iterator[str]:
+    log = open(_HOME / "server.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(_PORT)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = os.environ["PREFECT_API_URL"]
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                raise RuntimeError(f"the Prefect server did not start:\n{(_HOME / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+        shutil.rmtree(_HOME, ignore_errors=True)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def storage() -> Path:
+    return Path(os.environ["PREFECT_LOCAL_STORAGE_PATH"])
+
+
+@pytest.fixture
+def session_id(request: pytest.FixtureRequest) -> str:
+    """A fresh session id per test, so tests never replay each other's steps."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)[:60]
+    return f"{name}-{os.urandom(4).hex()}"
