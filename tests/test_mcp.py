@@ -107,7 +107,7 @@ async def test_a_server_that_never_answers_times_out():
     started = time.monotonic()
     with pytest.raises(McpServerError, match='mcp: server "mute" failed to start'):
         await Toolkit.load(mcp_config=config)
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 60
 
 
 @pytest.mark.anyio
@@ -160,3 +160,36 @@ async def test_unreadable_config_file(tmp_path):
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(ToolkitError, match="is not JSON"):
         await Toolkit.load(mcp_config=tmp_path / "bad.json")
+
+
+@pytest.mark.anyio
+async def test_mcp_over_stdio_and_http_and_skills_used_by_a_run(http_server, monkeypatch, tmp_path, session_id):
+    from nexusflow import ScriptedModel, create_in_process_client
+
+    url, token = http_server
+    monkeypatch.setenv("NF_MCP_TOKEN", token)
+    skill_dir = tmp_path / "skills" / "tone"
+    skill_dir.mkdir(parents=True)
+    (skill_dir / "SKILL.md").write_text("---\nname: tone\ndescription: House tone.\n---\nAlways shout the product.\n")
+    config = {
+        "mcpServers": {
+            "calc": {"command": sys.executable, "args": [SERVER, "stdio"]},
+            "remote": {"url": url, "headers": {"Authorization": "Bearer ${NF_MCP_TOKEN}"}, "toolPrefix": "remote_"},
+        }
+    }
+    model = ScriptedModel(
+        [
+            {"tool_calls": [{"name": "skill", "arguments": {"name": "tone"}}]},
+            {"tool_calls": [{"name": "multiply", "arguments": {"a": 6, "b": 7}}]},
+            lambda r: {"tool_calls": [{"name": "remote_shout", "arguments": {"text": f"answer {r.messages[-1].content}"}}]},
+            lambda r: r.messages[-1].content,
+        ]
+    )
+    async with await Toolkit.load(mcp_config=config, skills_dir=tmp_path / "skills") as kit:
+        result = await create_in_process_client(model).run("compute", kit, session_id=session_id)
+    assert result.status == "completed", result.error
+    assert result.text == "ANSWER 42"
+    first = model.requests[0]
+    assert "- tone: House tone." in first.messages[0].content
+    assert {"skill", "multiply", "remote_shout"} <= {t.name for t in first.tools}
+    assert result.messages[3].content == "Always shout the product."

@@ -37,7 +37,12 @@ class _ServerBase(BaseModel):
 
     disabled: bool = False
     tool_prefix: str = Field(default="", alias="toolPrefix")
-    startup_timeout: float = Field(default=30.0, alias="startupTimeout", gt=0)
+    startup_timeout: float = Field(
+        default=30.0,
+        alias="startupTimeout",
+        gt=0,
+        description="Seconds each start-up request may take (the SDK probes the protocol era, then initializes).",
+    )
     timeout: float = Field(default=600.0, gt=0, description="Seconds one tool call may take.")
 
 

@@ -1,0 +1,98 @@
+"""The `nexusflow` command, as a user runs it: a real process against the test server."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def nexusflow(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nexusflow", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env=os.environ.copy(),
+    )
+
+
+TOOLS = '''
+from nexusflow import tool
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+def greet(name: str) -> str:
+    """Greet."""
+    return "hello " + name
+
+both = [add, greet]
+'''
+
+
+@pytest.fixture
+def tools_file(tmp_path):
+    path = tmp_path / "mytools.py"
+    path.write_text(TOOLS)
+    return path
+
+
+def test_run_prints_only_the_answer_on_stdout(tools_file, session_id):
+    prompt = 'call add {"a": 2, "b": 3}\ncall greet {"name": "ann"}\n\ncall add {"a": 10, "b": 5}'
+    done = nexusflow("run", prompt, "--tools", f"{tools_file}:both", "--session", session_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "add: 5\ngreet: hello ann\nadd: 15\n"
+    assert "nexusflow: completed — 3 turns, 3 tool calls" in done.stderr
+    assert "Prefect UI" in done.stderr and "/runs/flow-run/" in done.stderr
+
+
+def test_run_with_a_module_path_and_a_script(tools_file, tmp_path, session_id):
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}, "it is 2"]))
+    done = nexusflow("run", "what is 1+1?", "--tools", "mytools:add", "--script", str(script), "--session", session_id,
+                     cwd=tools_file.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "it is 2\n"
+
+
+def test_a_failed_run_exits_non_zero_with_the_error(tools_file, session_id):
+    done = nexusflow("run", 'call add {"a": 1, "b": 2}', "--tools", f"{tools_file}:add", "--max-turns", "1",
+                     "--session", session_id)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "nexusflow: error: max turns exceeded: no final answer after 1 turns" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no_colon", "--tools expects module:function"),
+        ("nexusflow_missing_module:x", "--tools: cannot import nexusflow_missing_module"),
+        ("missing_file.py:x", "--tools: no such file: missing_file.py"),
+    ],
+)
+def test_bad_tool_specs_are_usage_errors(spec, message):
+    done = nexusflow("run", "hi", "--tools", spec)
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_a_bad_mcp_config_is_a_clear_error(tmp_path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"ghost": {"command": "nexusflow-no-such-binary"}}}))
+    done = nexusflow("run", "hi", "--mcp", str(config))
+    assert done.returncode == 1
+    assert 'nexusflow: error: mcp: server "ghost" failed to start' in done.stderr
+
+
+def test_demo_runs_a_multi_step_tool_calling_run(session_id):
+    done = nexusflow("demo", "--session", session_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "Paris is warmer: 18.5 °C against Oslo's 7.0 °C, a difference of 20.7 °F.\n"
+    assert "3 turns, 3 tool calls" in done.stderr
+    assert "/runs/flow-run/" in done.stderr
