@@ -7,12 +7,15 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import anyio
+from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, get_current_settings, temporary_settings
 
 from .client import ClientOptions, create_in_process_client
 from .errors import NexusflowError
@@ -73,8 +76,6 @@ def _script(path: str) -> ScriptedModel:
 
 
 def ui_hint(flow_run_id: str | None) -> str:
-    from prefect.settings import get_current_settings
-
     if flow_run_id is None:
         return ""
     ui_url = get_current_settings().ui_url
@@ -146,10 +147,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _prefect_defaults() -> AbstractContextManager[object]:
+    """Prefect's embedded server gets 20 s to start by default, too little on a busy
+    two-core machine; the command allows 90 s unless the user chose a value."""
+    if "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" in os.environ:
+        return nullcontext()
+    return temporary_settings({PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: 90})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return anyio.run(args.handler, args)
+        with _prefect_defaults():
+            return anyio.run(args.handler, args)
     except UsageError as exc:
         print(f"nexusflow: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -8,6 +8,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 from prefect.runtime import flow_run
 from prefect.states import Failed
+from prefect.utilities.annotations import quote
 
 from .._runtime import ActiveRun, active_run, current_pending
 from ..errors import NexusflowError, describe, unwrap
@@ -17,12 +18,12 @@ from .loop import LoopState, drive, opening_messages
 
 
 async def _prefect_turn(session_id: str, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
-    state = await model_turn(session_id, step, request, return_state=True)
+    state = await model_turn(session_id, step, quote(request), return_state=True)
     return TurnRecord.model_validate(await state.aresult()), state.name == "Cached"
 
 
 async def _prefect_tool(session_id: str, step: int, index: int, call: ToolCall) -> tuple[ToolRecord, bool]:
-    state = await tool_call(session_id, step, index, call, return_state=True)
+    state = await tool_call(session_id, step, index, quote(call), return_state=True)
     return ToolRecord.model_validate(await state.aresult()), state.name == "Cached"
 
 
