@@ -87,7 +87,7 @@ async def main(turns: int, repeats: int, settle: float) -> None:
     run_ms = statistics.median(runs) * 1000
     fixed_ms = statistics.median(single) * 1000
     marginal_ms = (run_ms - fixed_ms) / (turns - 1)
-    print(f"{turns} turns per run ({turns - 1} tool calls); median of {repeats}; server idle {settle:.0f} s before each run")
+    print(f"{turns} turns per run ({turns - 1} tool calls); median of {repeats}; server idle {settle:.0f} s first")
     print(f"plain Python loop          : {plain_ms:9.3f} ms/turn")
     print(f"agent_run, whole run       : {run_ms / turns:9.3f} ms/turn  ({run_ms:.0f} ms per run)")
     print(f"agent_run, a 1-turn run    : {fixed_ms:9.3f} ms  (flow start, end, transcript artifact)")
@@ -100,7 +100,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--settle", type=float, default=5.0,
-                        help="seconds to let the server record the previous run before the next")
+    parser.add_argument(
+        "--settle", type=float, default=5.0, help="seconds to let the server record the previous run before the next"
+    )
     options = parser.parse_args()
     anyio.run(main, options.turns, options.repeats, options.settle)

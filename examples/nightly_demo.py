@@ -1,8 +1,8 @@
 """A scheduled agent job: the demo agent every night, as a deployment (see prefect.yaml).
 
-    prefect work-pool create local --type process
-    prefect --no-prompt deploy --all
-    prefect worker start --pool local
+prefect work-pool create local --type process
+prefect --no-prompt deploy --all
+prefect worker start --pool local
 """
 
 from prefect import flow

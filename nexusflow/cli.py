@@ -13,11 +13,14 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import anyio
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, get_current_settings, temporary_settings
 
-from .client import ClientOptions, create_in_process_client
+from .client import create_in_process_client
 from .errors import NexusflowError
 from .messages import RunResult
 from .testing import ScriptedModel, follow_prompt
@@ -104,13 +107,33 @@ def _report(result: RunResult) -> int:
     return 0 if result.status == "completed" else EXIT_FAILED
 
 
+async def _await_recording(result: RunResult, timeout: float = 20) -> None:
+    """The server records task runs from events a moment after the flow returns; an embedded
+    server stopped before that loses them, and the UI would show the last steps running."""
+    if result.flow_run_id is None:
+        return
+    expected = result.metrics.turns + result.metrics.tool_calls
+    run_filter = FlowRunFilter(id=FlowRunFilterId(any_=[UUID(result.flow_run_id)]))
+    with anyio.move_on_after(timeout):
+        async with get_client() as client:
+            while True:
+                runs = await client.read_task_runs(flow_run_filter=run_filter)
+                if sum(run.state is not None and run.state.is_final() for run in runs) >= expected:
+                    return
+                await anyio.sleep(0.2)
+
+
+async def _finish(result: RunResult) -> int:
+    await _await_recording(result)
+    return _report(result)
+
+
 async def _run(args: argparse.Namespace) -> int:
     generate = _script(args.script) if args.script else follow_prompt
-    options = ClientOptions(system_prompt=args.system, max_turns=args.max_turns)
-    client = create_in_process_client(generate, **options.model_dump(exclude_defaults=True))
+    client = create_in_process_client(generate, system_prompt=args.system, max_turns=args.max_turns)
     async with await Toolkit.load(tools=_tools(args.tools), mcp_config=args.mcp, skills_dir=args.skills) as toolkit:
         result = await client.run(args.prompt, toolkit, session_id=args.session)
-    return _report(result)
+    return await _finish(result)
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -120,7 +143,7 @@ async def _demo(args: argparse.Namespace) -> int:
     client = create_in_process_client(demo_model())
     async with await Toolkit.load(tools=TOOLS) as toolkit:
         result = await client.run(PROMPT, toolkit, session_id=args.session)
-    return _report(result)
+    return await _finish(result)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -129,14 +152,22 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run an agent on a prompt")
     run.add_argument("prompt")
-    run.add_argument("--tools", action="append", default=[], metavar="MODULE:FUNCTION",
-                     help="a tool (or a list of tools) to offer; repeatable")
+    run.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNCTION",
+        help="a tool (or a list of tools) to offer; repeatable",
+    )
     run.add_argument("--mcp", metavar="MCP_JSON", help="MCP servers, in the mcp.json shape")
     run.add_argument("--skills", metavar="DIR", help="a folder of skills (SKILL.md folders)")
     run.add_argument("--session", metavar="ID", help="session id; the same id resumes a crashed run")
-    run.add_argument("--script", metavar="FILE",
-                     help="scripted replies (a JSON list); default: the scripted agent follows"
-                          " `call NAME {json}` lines in the prompt")
+    run.add_argument(
+        "--script",
+        metavar="FILE",
+        help="scripted replies (a JSON list); default: the scripted agent follows"
+        " `call NAME {json}` lines in the prompt",
+    )
     run.add_argument("--system", metavar="TEXT", help="system prompt")
     run.add_argument("--max-turns", type=int, default=20, metavar="N")
     run.set_defaults(handler=_run)

@@ -45,16 +45,12 @@ class MaxTurnsExceeded(NexusflowError):
 
 class SessionIdError(NexusflowError, ValueError):
     def __init__(self, session_id: str) -> None:
-        super().__init__(
-            f"invalid session id {session_id!r}: use 1-128 letters, digits, '.', '_' or '-'"
-        )
+        super().__init__(f"invalid session id {session_id!r}: use 1-128 letters, digits, '.', '_' or '-'")
 
 
 class NoRuntimeError(NexusflowError):
     def __init__(self) -> None:
-        super().__init__(
-            "agent_run needs a client and a toolkit: start it with `await client.run(prompt, toolkit)`"
-        )
+        super().__init__("agent_run needs a client and a toolkit: start it with `await client.run(prompt, toolkit)`")
 
 
 def tool_error_unknown(name: str, known: list[str]) -> str:

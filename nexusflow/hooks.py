@@ -13,17 +13,17 @@ from typing import Any
 from .errors import HookError
 from .messages import ModelReply, ModelRequest, ToolCall, ToolResult
 
-BeforeLlm = Callable[[ModelRequest], ModelRequest | None | Awaitable[ModelRequest | None]]
+BeforeLlm = Callable[[ModelRequest], ModelRequest | Awaitable[ModelRequest | None] | None]
 """May return a new request (other messages or tools) for this turn only."""
 
-AfterLlm = Callable[[ModelRequest, ModelReply], ModelReply | None | Awaitable[ModelReply | None]]
+AfterLlm = Callable[[ModelRequest, ModelReply], ModelReply | Awaitable[ModelReply | None] | None]
 """Sees the request and the reply; may return a replacement reply."""
 
-BeforeTool = Callable[[ToolCall], ToolCall | dict[str, Any] | ToolResult | str | None | Awaitable[Any]]
+BeforeTool = Callable[[ToolCall], ToolCall | dict[str, Any] | ToolResult | str | Awaitable[Any] | None]
 """May return a rewritten call (or just new arguments as a dict), or a result (a
 ``ToolResult`` or a string) so that the tool does not run."""
 
-AfterTool = Callable[[ToolCall, ToolResult], ToolResult | str | None | Awaitable[ToolResult | str | None]]
+AfterTool = Callable[[ToolCall, ToolResult], ToolResult | str | Awaitable[ToolResult | str | None] | None]
 """May return a replacement result, or a string: new content that keeps the error flag."""
 
 

@@ -81,5 +81,7 @@ def follow_prompt(request: ModelRequest) -> ModelReply:
         if isinstance(message, AssistantMessage)
         for call in message.tool_calls or []
     }
-    results = [f"{names.get(m.tool_call_id, 'tool')}: {m.content}" for m in request.messages if isinstance(m, ToolMessage)]
+    results = [
+        f"{names.get(m.tool_call_id, 'tool')}: {m.content}" for m in request.messages if isinstance(m, ToolMessage)
+    ]
     return ModelReply(content="\n".join(results) if results else prompt)

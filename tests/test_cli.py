@@ -2,10 +2,12 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+from helpers.prefect_api import task_runs
 
 
 def nexusflow(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
@@ -54,15 +56,25 @@ def test_run_prints_only_the_answer_on_stdout(tools_file, session_id):
 def test_run_with_a_module_path_and_a_script(tools_file, tmp_path, session_id):
     script = tmp_path / "replies.json"
     script.write_text(json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}, "it is 2"]))
-    done = nexusflow("run", "what is 1+1?", "--tools", "mytools:add", "--script", str(script), "--session", session_id,
-                     cwd=tools_file.parent)
+    done = nexusflow(
+        "run",
+        "what is 1+1?",
+        "--tools",
+        "mytools:add",
+        "--script",
+        str(script),
+        "--session",
+        session_id,
+        cwd=tools_file.parent,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == "it is 2\n"
 
 
 def test_a_failed_run_exits_non_zero_with_the_error(tools_file, session_id):
-    done = nexusflow("run", 'call add {"a": 1, "b": 2}', "--tools", f"{tools_file}:add", "--max-turns", "1",
-                     "--session", session_id)
+    done = nexusflow(
+        "run", 'call add {"a": 1, "b": 2}', "--tools", f"{tools_file}:add", "--max-turns", "1", "--session", session_id
+    )
     assert done.returncode == 1
     assert done.stdout == ""
     assert "nexusflow: error: max turns exceeded: no final answer after 1 turns" in done.stderr
@@ -90,9 +102,19 @@ def test_a_bad_mcp_config_is_a_clear_error(tmp_path):
     assert 'nexusflow: error: mcp: server "ghost" failed to start' in done.stderr
 
 
-def test_demo_runs_a_multi_step_tool_calling_run(session_id):
+@pytest.mark.anyio
+async def test_demo_runs_a_multi_step_tool_calling_run(session_id):
     done = nexusflow("demo", "--session", session_id)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == "Paris is warmer: 18.5 °C against Oslo's 7.0 °C, a difference of 20.7 °F.\n"
     assert "3 turns, 3 tool calls" in done.stderr
-    assert "/runs/flow-run/" in done.stderr
+    flow_run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", done.stderr).group(1)
+    runs = await task_runs(flow_run_id, expected=6, timeout=0)
+    assert sorted(run.name for run in runs if run.state.is_final()) == [
+        "tool-0-current_temperature",
+        "tool-0-current_temperature",
+        "tool-1-celsius_to_fahrenheit_delta",
+        "turn-0",
+        "turn-1",
+        "turn-2",
+    ], "the command waits until the server has recorded every step before it exits"

@@ -4,9 +4,9 @@ import threading
 import time
 
 import pytest
+from helpers.prefect_api import flow_run, task_run, task_runs
 from prefect import flow
 
-from helpers.prefect_api import flow_run, task_run, task_runs
 from nexusflow import (
     ModelReply,
     ModelRequest,
@@ -62,7 +62,16 @@ async def test_three_turns_with_parallel_calls(session_id):
 
     assert result.status == "completed", result.error
     assert result.text == "answer: value-of-k1 | done-first | done-second"
-    assert [m.role for m in result.messages] == ["system", "user", "assistant", "tool", "assistant", "tool", "tool", "assistant"]
+    assert [m.role for m in result.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
     assert [m.tool_call_id for m in result.messages if m.role == "tool"][1:] == ["slow", "fast"]
     assert result.metrics.turns == 3 and result.metrics.tool_calls == 3 and result.metrics.tool_errors == 0
     assert model.requests[0].messages[0].content == "You are terse."
@@ -263,3 +272,11 @@ async def test_invalid_session_ids_are_refused_before_running(bad):
 def test_unknown_client_options_are_refused():
     with pytest.raises(ValueError, match="max_turnz"):
         create_in_process_client(lambda r: "x", max_turnz=3)
+
+
+async def test_agent_run_started_without_a_client_fails_clearly():
+    from nexusflow import agent_run
+
+    state = await agent_run(prompt="x", session_id="no-client", return_state=True)
+    assert state.is_failed()
+    assert "agent_run needs a client and a toolkit" in state.message

@@ -9,8 +9,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
 from conftest import HELPERS
+
 from nexusflow import McpServerError, Toolkit, ToolkitError
 
 SERVER = str(HELPERS / "mcp_server.py")
@@ -69,7 +69,9 @@ async def test_tool_prefix_and_config_file(tmp_path):
 async def test_http_server_with_bearer_header_from_environment(http_server, monkeypatch):
     url, token = http_server
     monkeypatch.setenv("NF_MCP_TOKEN", token)
-    config = {"mcpServers": {"remote": {"type": "http", "url": url, "headers": {"Authorization": "Bearer ${NF_MCP_TOKEN}"}}}}
+    config = {
+        "mcpServers": {"remote": {"type": "http", "url": url, "headers": {"Authorization": "Bearer ${NF_MCP_TOKEN}"}}}
+    }
     async with await Toolkit.load(mcp_config=config) as kit:
         assert (await kit.call("shout", {"text": "quiet"})).content == "QUIET"
 
@@ -85,9 +87,24 @@ async def test_http_server_refusing_the_token_is_a_clear_error(http_server, monk
 
 
 @pytest.mark.anyio
+async def test_a_server_quoting_its_secret_on_stderr_does_not_leak_it(monkeypatch):
+    monkeypatch.setenv("NF_SERVER_TOKEN", "tok-4f9a1c-very-secret")
+    script = "import os, sys; print('rejected token', os.environ['TOKEN'], file=sys.stderr); sys.exit(1)"
+    config = {
+        "mcpServers": {
+            "picky": {"command": sys.executable, "args": ["-c", script], "env": {"TOKEN": "${NF_SERVER_TOKEN}"}}
+        }
+    }
+    with pytest.raises(McpServerError) as caught:
+        await Toolkit.load(mcp_config=config)
+    assert "rejected token ***" in str(caught.value)
+    assert "tok-4f9a1c-very-secret" not in str(caught.value)
+
+
+@pytest.mark.anyio
 async def test_a_missing_command_names_the_server():
     config = {"mcpServers": {"ghost": {"command": "nexusflow-no-such-binary"}}}
-    with pytest.raises(McpServerError, match='mcp: server "ghost" failed to start: .*nexusflow-no-such-binary'):
+    with pytest.raises(McpServerError, match=r'mcp: server "ghost" failed to start: .*nexusflow-no-such-binary'):
         await Toolkit.load(mcp_config=config)
 
 
@@ -181,7 +198,9 @@ async def test_mcp_over_stdio_and_http_and_skills_used_by_a_run(http_server, mon
         [
             {"tool_calls": [{"name": "skill", "arguments": {"name": "tone"}}]},
             {"tool_calls": [{"name": "multiply", "arguments": {"a": 6, "b": 7}}]},
-            lambda r: {"tool_calls": [{"name": "remote_shout", "arguments": {"text": f"answer {r.messages[-1].content}"}}]},
+            lambda r: {
+                "tool_calls": [{"name": "remote_shout", "arguments": {"text": f"answer {r.messages[-1].content}"}}]
+            },
             lambda r: r.messages[-1].content,
         ]
     )

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import HELPERS
+
 from nexusflow import RunResult
 
 

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 from nexusflow import FunctionTool, Toolkit, ToolkitError, tool
-from nexusflow.errors import MissingVariableError
 from nexusflow._env import expand
+from nexusflow.errors import MissingVariableError
 
 
 @tool

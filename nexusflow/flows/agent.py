@@ -12,18 +12,27 @@ from prefect.utilities.annotations import quote
 
 from .._runtime import ActiveRun, active_run, current_pending
 from ..errors import NexusflowError, describe, unwrap
-from ..messages import AssistantMessage, Message, ModelRequest, RunResult, SystemMessage, ToolCall, ToolMessage, UserMessage
+from ..messages import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    RunResult,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from ..tasks import ToolRecord, TurnRecord, model_turn, tool_call
 from .loop import LoopState, drive, opening_messages
 
 
 async def _prefect_turn(session_id: str, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
-    state = await model_turn(session_id, step, quote(request), return_state=True)
+    state = await model_turn(session_id, step, quote(request), return_state=True)  # type: ignore[misc]
     return TurnRecord.model_validate(await state.aresult()), state.name == "Cached"
 
 
 async def _prefect_tool(session_id: str, step: int, index: int, call: ToolCall) -> tuple[ToolRecord, bool]:
-    state = await tool_call(session_id, step, index, quote(call), return_state=True)
+    state = await tool_call(session_id, step, index, quote(call), return_state=True)  # type: ignore[misc]
     return ToolRecord.model_validate(await state.aresult()), state.name == "Cached"
 
 
@@ -58,7 +67,9 @@ async def agent_run(prompt: str, session_id: str) -> RunResult:
     async def turn(step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
         record, replayed = await _prefect_turn(session_id, step, request)
         calls = ", ".join(call.name for call in record.reply.tool_calls)
-        logger.info("turn %d%s: %s", step, " (replayed)" if replayed else "", f"calls {calls}" if calls else "final answer")
+        logger.info(
+            "turn %d%s: %s", step, " (replayed)" if replayed else "", f"calls {calls}" if calls else "final answer"
+        )
         return record, replayed
 
     async def call(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:

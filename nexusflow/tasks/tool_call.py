@@ -39,7 +39,7 @@ async def execute_tool(call: ToolCall) -> ToolRecord:
         if isinstance(value, ToolCall):
             call = value
         elif isinstance(value, dict):
-            call = ToolCall(id=call.id, name=call.name, arguments=value)
+            call = ToolCall.model_validate({"id": call.id, "name": call.name, "arguments": value})
         elif value is not None:
             result = _as_result("before_tool", value)
     if result is None:

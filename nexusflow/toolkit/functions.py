@@ -109,7 +109,9 @@ class FunctionTool:
 @overload
 def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 @overload
-def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
 def tool(

@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, EmbeddedResource, ImageContent, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._env import expand, expand_all
+from .._env import expand, expand_all, redact
 from ..errors import McpServerError, ToolkitError, describe, tool_error_raised
 from ..messages import FunctionSpec, ToolResult, ToolSpec
 
@@ -132,41 +132,45 @@ def _render(result: CallToolResult) -> str:
 class McpTool:
     """One tool of a connected MCP server, under the name the model sees."""
 
-    def __init__(self, server: str, client: Client, remote_name: str, spec: ToolSpec, timeout: float) -> None:
+    def __init__(
+        self, server: str, client: Client, remote_name: str, spec: ToolSpec, timeout: float, secrets: set[str]
+    ) -> None:
         self.server = server
         self.name = spec.name
         self.spec = spec
         self._client = client
         self._remote_name = remote_name
         self._timeout = timeout
+        self._secrets = secrets
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
         try:
             result = await self._client.call_tool(self._remote_name, arguments, read_timeout_seconds=self._timeout)
         except Exception as exc:
-            return ToolResult(content=tool_error_raised(self.name, exc), is_error=True)
+            return ToolResult(content=redact(tool_error_raised(self.name, exc), self._secrets), is_error=True)
         text = _render(result)
         if result.is_error:
             return ToolResult(content=f'error: tool "{self.name}" failed: {text}', is_error=True)
         return ToolResult(content=text)
 
 
-def _transport(name: str, server: StdioServer | RemoteServer, stack: AsyncExitStack) -> Any:
+def _transport(name: str, server: StdioServer | RemoteServer, stack: AsyncExitStack, secrets: set[str]) -> Any:
     if isinstance(server, StdioServer):
         tap = _StderrTap(name)
         stack.callback(tap.close)
         params = StdioServerParameters(
-            command=expand(server.command),
-            args=[expand(arg) for arg in server.args],
-            env=expand_all(server.env),
-            cwd=expand(server.cwd) if server.cwd else None,
+            command=expand(server.command, secrets),
+            args=[expand(arg, secrets) for arg in server.args],
+            env=expand_all(server.env, secrets),
+            cwd=expand(server.cwd, secrets) if server.cwd else None,
         )
         return stdio_client(params, errlog=tap.file), tap
-    url = expand(server.url)
-    headers = expand_all(server.headers)
+    url = expand(server.url, secrets)
+    headers = expand_all(server.headers, secrets)
     if server.type == "sse":
         return sse_client(url, headers=headers, timeout=server.startup_timeout), None
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(server.startup_timeout, read=server.timeout))
+    stack.push_async_callback(http.aclose)
     return streamable_http_client(url, http_client=http), None
 
 
@@ -174,9 +178,10 @@ async def connect_server(name: str, server: StdioServer | RemoteServer, stack: A
     """Start (or reach) one server and list its tools; the connection lives in ``stack``.
     Any failure, including a server that exits or never answers, names the server."""
     server_stack = AsyncExitStack()
+    secrets: set[str] = set()
     tap = None
     try:
-        transport, tap = _transport(name, server, server_stack)
+        transport, tap = _transport(name, server, server_stack, secrets)
         client = Client(transport, read_timeout_seconds=server.startup_timeout, cache=None)
         await server_stack.enter_async_context(client)
         listed = await client.list_tools()
@@ -188,7 +193,7 @@ async def connect_server(name: str, server: StdioServer | RemoteServer, stack: A
         reason = describe(exc)
         if tap is not None and (said := tap.tail()):
             reason = f"{reason}; its stderr ends with:\n{said}"
-        raise McpServerError(name, reason) from exc
+        raise McpServerError(name, redact(reason, secrets)) from exc
     stack.push_async_callback(server_stack.aclose)
     return [
         McpTool(
@@ -203,6 +208,7 @@ async def connect_server(name: str, server: StdioServer | RemoteServer, stack: A
                 )
             ),
             server.timeout,
+            secrets,
         )
         for remote in listed.tools
     ]

@@ -38,7 +38,14 @@ def _parse(path: Path) -> Skill:
         raise ToolkitError(f"skills: {path}: front matter must be a mapping")
     body = parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
     try:
-        return Skill(name=meta.get("name"), description=meta.get("description"), body=body.strip(), path=path.parent)
+        return Skill.model_validate(
+            {
+                "name": meta.get("name"),
+                "description": meta.get("description"),
+                "body": body.strip(),
+                "path": path.parent,
+            }
+        )
     except ValidationError as exc:
         missing = ", ".join(str(err["loc"][0]) for err in exc.errors())
         raise ToolkitError(f"skills: {path}: front matter needs a string {missing}") from exc
@@ -52,7 +59,9 @@ def load_skills(directory: str | Path) -> list[Skill]:
     for manifest in sorted(root.glob("*/SKILL.md")):
         skill = _parse(manifest)
         if skill.name in skills:
-            raise ToolkitError(f'skills: two skills are named "{skill.name}": {skills[skill.name].path} and {skill.path}')
+            raise ToolkitError(
+                f'skills: two skills are named "{skill.name}": {skills[skill.name].path} and {skill.path}'
+            )
         skills[skill.name] = skill
     return list(skills.values())
 
@@ -88,8 +97,12 @@ class SkillTool:
         skill = self._skills.get(name) if isinstance(name, str) else None
         if skill is None:
             known = ", ".join(sorted(self._skills))
-            return ToolResult(content=tool_error_arguments(SKILL_TOOL, f"no skill named {name!r} (skills: {known})"), is_error=True)
-        files = sorted(str(p.relative_to(skill.path)) for p in skill.path.rglob("*") if p.is_file() and p.name != "SKILL.md")
+            return ToolResult(
+                content=tool_error_arguments(SKILL_TOOL, f"no skill named {name!r} (skills: {known})"), is_error=True
+            )
+        files = sorted(
+            str(p.relative_to(skill.path)) for p in skill.path.rglob("*") if p.is_file() and p.name != "SKILL.md"
+        )
         text = skill.body
         if files:
             text += f"\n\nFiles of this skill, under {skill.path}:\n" + "\n".join(f"- {f}" for f in files)

@@ -3,4 +3,11 @@
 from .base import ModelTransport, TransportFactory
 from .in_process import Generate, InProcessTransport, coerce_reply, in_process_transport
 
-__all__ = ["Generate", "InProcessTransport", "ModelTransport", "TransportFactory", "coerce_reply", "in_process_transport"]
+__all__ = [
+    "Generate",
+    "InProcessTransport",
+    "ModelTransport",
+    "TransportFactory",
+    "coerce_reply",
+    "in_process_transport",
+]

@@ -37,9 +37,7 @@ def coerce_reply(value: Any) -> ModelReply:
 class InProcessTransport:
     def __init__(self, generate: Generate) -> None:
         self._generate = generate
-        self._is_async = inspect.iscoroutinefunction(generate) or inspect.iscoroutinefunction(
-            getattr(generate, "__call__", None)
-        )
+        self._is_async = inspect.iscoroutinefunction(generate) or inspect.iscoroutinefunction(type(generate).__call__)
 
     async def generate(self, request: ModelRequest) -> ModelReply:
         try:
