@@ -1,7 +1,8 @@
 """nexusflow: agent CLIs as tool-calling models, every agent run a Prefect flow."""
 
-from .client import Client, ClientOptions, create_in_process_client
+from .client import Client, ClientOptions, create_cli_client, create_in_process_client
 from .errors import (
+    CliError,
     HookError,
     MaxTurnsExceeded,
     McpServerError,
@@ -11,6 +12,7 @@ from .errors import (
     SessionIdError,
     ToolkitError,
 )
+from .events import RunFinished, StreamEvent, TextChunk, ToolCallFinished, ToolCallStarted
 from .flows import agent_run
 from .messages import (
     AssistantMessage,
@@ -24,14 +26,20 @@ from .messages import (
     ToolMessage,
     ToolResult,
     ToolSpec,
+    TurnStats,
     Usage,
     UserMessage,
 )
 from .testing import ScriptedModel, follow_prompt
 from .toolkit import FunctionTool, Tool, Toolkit, tool
+from .transports.cli import UNVERIFIED, CliStyle, CliStyles, load_cli_style
 
 __all__ = [
+    "UNVERIFIED",
     "AssistantMessage",
+    "CliError",
+    "CliStyle",
+    "CliStyles",
     "Client",
     "ClientOptions",
     "FunctionTool",
@@ -44,22 +52,30 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "NexusflowError",
+    "RunFinished",
     "RunMetrics",
     "RunResult",
     "ScriptedModel",
     "SessionIdError",
+    "StreamEvent",
     "SystemMessage",
+    "TextChunk",
     "Tool",
     "ToolCall",
+    "ToolCallFinished",
+    "ToolCallStarted",
     "ToolMessage",
     "ToolResult",
     "ToolSpec",
     "Toolkit",
     "ToolkitError",
+    "TurnStats",
     "Usage",
     "UserMessage",
     "agent_run",
+    "create_cli_client",
     "create_in_process_client",
     "follow_prompt",
+    "load_cli_style",
     "tool",
 ]

@@ -14,6 +14,7 @@ from .errors import NoRuntimeError
 
 if TYPE_CHECKING:
     from .client import Client, ClientOptions
+    from .events import Emit
     from .toolkit import Toolkit
     from .transports import ModelTransport
 
@@ -24,6 +25,7 @@ class PendingRun:
 
     client: Client
     toolkit: Toolkit
+    emit: Emit | None = None
 
 
 @dataclass(frozen=True)

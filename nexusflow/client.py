@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._runtime import PendingRun, pending_run
-from .errors import SessionIdError, describe
+from .errors import SessionIdError, cli_command_required, describe
+from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run
 from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
 from .messages import RunResult
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
+from .transports.cli import CliConfig, CliStyle, CliStyles, cli_transport, resolve_style
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
@@ -57,8 +63,30 @@ class Client:
         """Run the ``agent_run`` flow (a subflow when called inside a flow) and return its
         result. Failures are reported in the result (``status="failed"``, ``error``),
         not raised. Run again with the same ``session_id`` to resume a crashed run."""
+        return await self._run(prompt, toolkit, session_id, None)
+
+    async def stream(
+        self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """``run``, yielding events as it goes: text chunks, tool calls and their results,
+        and last ``RunFinished`` with the result."""
+        send, receive = anyio.create_memory_object_stream[StreamEvent](math.inf)
+
+        async def produce() -> None:
+            async with send:
+                result = await self._run(prompt, toolkit, session_id, send.send_nowait)
+                send.send_nowait(RunFinished(result=result))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(produce)
+            async with receive:
+                async for event in receive:
+                    yield event
+
+    async def _run(self, prompt: str, toolkit: Toolkit | None, session_id: str | None, emit: Emit | None) -> RunResult:
         session_id = check_session_id(session_id) if session_id is not None else new_session_id()
-        token = pending_run.set(PendingRun(client=self, toolkit=toolkit if toolkit is not None else Toolkit()))
+        pending = PendingRun(client=self, toolkit=toolkit if toolkit is not None else Toolkit(), emit=emit)
+        token = pending_run.set(pending)
         try:
             state = await agent_run(prompt=prompt, session_id=session_id, return_state=True)
         finally:
@@ -86,3 +114,42 @@ def create_in_process_client(generate: Generate, *, model: str | None = None, **
     async, where a reply is a ``ModelReply``, ``{"content": ...}`` or
     ``{"tool_calls": [{"id"?, "name", "arguments"}]}``."""
     return Client(in_process_transport(generate), ClientOptions(model=model, **options))
+
+
+STYLE_FIELDS = ("args", "prompt_mode", "answer", "answer_field", "tools_off", "error_markers", "model_format")
+
+
+def create_cli_client(
+    style: CliStyles | CliStyle,
+    command: str | None = None,
+    model: str | None = None,
+    *,
+    timeout: float = 300.0,
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    repair_budget: int = 2,
+    **options: Any,
+) -> Client:
+    """A client whose model is the user's own agent CLI, launched once per turn.
+
+    ``command`` is the CLI's path or name: required, nexusflow never picks a binary.
+    ``env`` adds environment for the CLI (``${VAR}`` expanded at launch, never logged).
+    ``timeout`` bounds one launch; ``repair_budget`` is how many times a malformed reply is
+    sent back with its complaint. With ``style=CliStyles.CUSTOM`` pass the style's fields
+    (``args``, ``prompt_mode``, ``answer``, ...) as keywords. Every other keyword is a
+    client option, as for ``create_in_process_client``.
+    """
+    fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
+    chosen = resolve_style(style, fields, model)
+    if not command:
+        raise cli_command_required()
+    config = CliConfig(
+        style=chosen,
+        command=command,
+        model=model,
+        timeout=timeout,
+        env=env or {},
+        cwd=os.fspath(cwd) if cwd is not None else None,
+        repair_budget=repair_budget,
+    )
+    return Client(cli_transport(config), ClientOptions(model=model, **options))

@@ -79,3 +79,38 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, NexusflowError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class CliError(ModelError):
+    """The one-shot CLI transport failed; messages are pinned in the design."""
+
+
+def cli_command_required() -> CliError:
+    return CliError("cli: Command is required (path or name of the CLI binary)")
+
+
+def cli_not_found(command: str) -> CliError:
+    return CliError(f"cli: command not found: {command}")
+
+
+def cli_timed_out(milliseconds: int) -> CliError:
+    return CliError(f"cli: timed out after {milliseconds}ms")
+
+
+def cli_exit(code: int, stderr: str) -> CliError:
+    text = stderr.strip()
+    if len(text) > 1000:
+        text = text[-1000:]
+    return CliError(f"cli: exit {code}: {text}")
+
+
+def cli_no_output_file() -> CliError:
+    return CliError("cli: no output file")
+
+
+def cli_empty_reply() -> CliError:
+    return CliError("cli: empty reply")
+
+
+def cli_takes_no_model(style: str) -> CliError:
+    return CliError(f'cli: style "{style}" takes no model')

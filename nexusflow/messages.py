@@ -142,12 +142,21 @@ class Usage(BaseModel):
     output_tokens: int = Field(default=0, validation_alias=AliasChoices("output_tokens", "completion_tokens"))
 
 
+class TurnStats(BaseModel):
+    """What producing one turn took, beyond tokens: process launches (a one-shot CLI
+    launches once per attempt) and repairs (attempts sent back with a complaint)."""
+
+    launches: int = 0
+    repairs: int = 0
+
+
 class ModelReply(BaseModel):
     """What one model turn produced: a final answer (``content``) or tool calls."""
 
     content: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    stats: TurnStats = Field(default_factory=TurnStats)
 
     @model_validator(mode="before")
     @classmethod
@@ -169,15 +178,21 @@ class ToolResult(BaseModel):
 
 
 class RunMetrics(BaseModel):
+    """What a run cost. Replayed steps cost nothing this time: their seconds, launches and
+    repairs are not counted again."""
+
     turns: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
     replayed_turns: int = 0
     replayed_tool_calls: int = 0
     model_seconds: float = 0.0
+    turn_seconds: list[float] = Field(default_factory=list, description="Each turn's model time; 0 when replayed.")
     tool_seconds: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    launches: int = 0
+    repairs: int = 0
 
 
 class RunResult(BaseModel):

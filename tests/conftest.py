@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_fixtures import FakeCli
 
 
 def _free_port() -> int:
@@ -95,3 +96,12 @@ def session_id(request: pytest.FixtureRequest) -> str:
     """A fresh session id per test, so tests never replay each other's steps."""
     name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)[:60]
     return f"{name}-{os.urandom(4).hex()}"
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCli:
+    """A fake agent CLI (tests/helpers/fake_cli.py) recording into a fresh folder."""
+    root = tmp_path / "fake-cli"
+    root.mkdir()
+    monkeypatch.setenv("FAKE_CLI_DIR", str(root))
+    return FakeCli(root)

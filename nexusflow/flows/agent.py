@@ -86,6 +86,7 @@ async def agent_run(prompt: str, session_id: str) -> RunResult:
                     max_turns=options.max_turns,
                     run_turn=turn,
                     run_tool=call,
+                    emit=pending.emit,
                 )
             finally:
                 active_run.reset(token)

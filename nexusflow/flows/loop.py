@@ -9,7 +9,17 @@ from dataclasses import dataclass, field
 import anyio
 
 from ..errors import MaxTurnsExceeded
-from ..messages import Message, ModelRequest, RunMetrics, SystemMessage, ToolCall, ToolMessage, UserMessage
+from ..events import Emit, TextChunk, ToolCallFinished, ToolCallStarted
+from ..messages import (
+    Message,
+    ModelRequest,
+    RunMetrics,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
 from ..tasks import ToolRecord, TurnRecord
 
 TurnStep = Callable[[int, ModelRequest], Awaitable[tuple[TurnRecord, bool]]]
@@ -45,44 +55,63 @@ async def _run_calls(step: int, calls: list[ToolCall], run_tool: ToolStep) -> li
     async with anyio.create_task_group() as group:
         for index, call in enumerate(calls):
             group.start_soon(one, index, call)
-    return [result for result in results if result is not None]
+    return [result for result in results if result is not None]  # every slot is filled once the group exits
+
+
+def _count_turn(metrics: RunMetrics, record: TurnRecord, replayed: bool) -> None:
+    reply = record.reply
+    metrics.turns += 1
+    metrics.input_tokens += reply.usage.input_tokens
+    metrics.output_tokens += reply.usage.output_tokens
+    if replayed:
+        metrics.replayed_turns += 1
+        metrics.turn_seconds.append(0.0)
+        return
+    metrics.model_seconds += record.seconds
+    metrics.turn_seconds.append(record.seconds)
+    metrics.launches += reply.stats.launches
+    metrics.repairs += reply.stats.repairs
+
+
+def _count_tool(metrics: RunMetrics, record: ToolRecord, replayed: bool) -> None:
+    metrics.tool_calls += 1
+    metrics.tool_errors += record.result.is_error
+    if replayed:
+        metrics.replayed_tool_calls += 1
+    else:
+        metrics.tool_seconds += record.seconds
 
 
 async def drive(
     state: LoopState,
     *,
-    tools: list,
+    tools: list[ToolSpec],
     model: str | None,
     max_turns: int,
     run_turn: TurnStep,
     run_tool: ToolStep,
+    emit: Emit | None = None,
 ) -> str:
-    """Run turns until the model answers without tool calls; return that answer."""
-    metrics = state.metrics
+    """Run turns until the model answers without tool calls; return that answer.
+    ``emit`` receives stream events as the run goes."""
+    send = emit or (lambda event: None)
     for step in range(max_turns):
         request = ModelRequest(messages=list(state.messages), tools=tools, model=model)
         record, replayed = await run_turn(step, request)
+        _count_turn(state.metrics, record, replayed)
         reply = record.reply
-        metrics.turns += 1
-        if replayed:
-            metrics.replayed_turns += 1
-        else:
-            metrics.model_seconds += record.seconds
-        metrics.input_tokens += reply.usage.input_tokens
-        metrics.output_tokens += reply.usage.output_tokens
         state.messages.append(reply.as_message())
+        if reply.content:
+            send(TextChunk(step=step, text=reply.content))
         if not reply.tool_calls:
             return reply.content or ""
         if step == max_turns - 1:
             break
-        for call, (tool_record, tool_replayed) in zip(
-            reply.tool_calls, await _run_calls(step, reply.tool_calls, run_tool), strict=True
-        ):
-            metrics.tool_calls += 1
-            metrics.tool_errors += tool_record.result.is_error
-            if tool_replayed:
-                metrics.replayed_tool_calls += 1
-            else:
-                metrics.tool_seconds += tool_record.seconds
+        for call in reply.tool_calls:
+            send(ToolCallStarted(step=step, call=call))
+        results = await _run_calls(step, reply.tool_calls, run_tool)
+        for call, (tool_record, tool_replayed) in zip(reply.tool_calls, results, strict=True):
+            _count_tool(state.metrics, tool_record, tool_replayed)
+            send(ToolCallFinished(step=step, call=call, result=tool_record.result))
             state.messages.append(ToolMessage(tool_call_id=call.id, content=tool_record.result.content))
     raise MaxTurnsExceeded(max_turns)

@@ -1,0 +1,177 @@
+"""CLI styles: how one agent CLI is launched for one turn, as validated data.
+
+A style names no binary: it is a shape (argv template, prompt channel, answer channel) that
+any compatible CLI at any path can be driven with. Built-in styles are the JSON files in
+``nexusflow/styles/``; adding a CLI is adding a file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ...errors import CliError
+
+PLACEHOLDERS = ("prompt", "file", "out", "model")
+_PLACEHOLDER = re.compile(r"\{\{([^{}]*)\}\}")
+UNVERIFIED = "UNVERIFIED"
+
+
+class CliStyles(StrEnum):
+    """The built-in styles, and CUSTOM for a style given field by field."""
+
+    CLAUDE = "claude"
+    CODEX = "codex"
+    COPILOT = "copilot"
+    OPENCODE = "opencode"
+    DEVIN = "devin"
+    GEMINI = "gemini"
+    GOOSE = "goose"
+    CUSTOM = "custom"
+
+    @classmethod
+    def parse(cls, name: str | CliStyles) -> CliStyles:
+        """A style name from a text boundary (flag, parameter, YAML), refused at once if unknown."""
+        if isinstance(name, CliStyles):
+            return name
+        try:
+            return cls(name.strip().lower())
+        except ValueError:
+            known = ", ".join(member.value for member in cls)
+            raise CliError(f'cli: unknown style "{name}" (styles: {known})') from None
+
+
+class CliStyle(BaseModel):
+    """One CLI's one-shot shape."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    args: list[str | list[str]] = Field(
+        description="argv after the command. An element that is a list is an optional group,"
+        " kept only when a model is set. Placeholders: {{prompt}}, {{file}}, {{out}}, {{model}}."
+    )
+    prompt_mode: Literal["stdin", "arg", "file"] = Field(
+        description="stdin: the prompt is written to stdin; arg: it fills {{prompt}};"
+        " file: it is written to a temporary file named by {{file}}. Otherwise stdin is closed."
+    )
+    answer: Literal["stdout", "file"] = Field(
+        default="stdout", description="stdout, or the temporary file named by {{out}}."
+    )
+    answer_field: str | None = Field(
+        default=None, description="The answer is this dotted field of a JSON output, e.g. 'result'."
+    )
+    tools_off: str = Field(default="", description="How the CLI's own tools are switched off for a one-shot turn.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment; ${VAR} is expanded.")
+    error_markers: list[str] = Field(
+        default_factory=list,
+        description="Output that means failure although the exit status is 0.",
+    )
+    model_format: str = Field(default="", description="What a model name looks like for this CLI.")
+    verified: str = Field(description=f"The CLI version this style was checked against, or {UNVERIFIED}.")
+
+    @field_validator("args")
+    @classmethod
+    def _known_placeholders(cls, args: list[str | list[str]]) -> list[str | list[str]]:
+        for element in _flatten(args):
+            for name in _PLACEHOLDER.findall(element):
+                if name not in PLACEHOLDERS:
+                    raise ValueError(f"unknown placeholder {{{{{name}}}}}")
+        return args
+
+    @model_validator(mode="after")
+    def _channels_have_placeholders(self) -> CliStyle:
+        needed = {"arg": "prompt", "file": "file"}.get(self.prompt_mode)
+        if needed and not self.uses(needed):
+            raise ValueError(f"prompt_mode {self.prompt_mode!r} needs {{{{{needed}}}}} in args")
+        if self.answer == "file" and not self.uses("out"):
+            raise ValueError("answer 'file' needs {{out}} in args")
+        return self
+
+    @property
+    def takes_model(self) -> bool:
+        return any("{{model}}" in element for element in _flatten(self.args))
+
+    @property
+    def model_required(self) -> bool:
+        return any(isinstance(element, str) and "{{model}}" in element for element in self.args)
+
+    def uses(self, placeholder: str) -> bool:
+        return any(f"{{{{{placeholder}}}}}" in element for element in _flatten(self.args))
+
+    def argv(
+        self, *, model: str | None, prompt: str | None = None, file: str | None = None, out: str | None = None
+    ) -> list[str]:
+        """The argv after the command; each placeholder fills one element, never split."""
+        values = {"model": model, "prompt": prompt, "file": file, "out": out}
+        argv: list[str] = []
+        for element in self.args:
+            if isinstance(element, list):
+                if model is not None:
+                    argv.extend(_fill(part, values) for part in element)
+            else:
+                argv.append(_fill(element, values))
+        return argv
+
+
+def _flatten(args: list[str | list[str]]) -> list[str]:
+    flat: list[str] = []
+    for element in args:
+        flat.extend(element if isinstance(element, list) else [element])
+    return flat
+
+
+def _fill(element: str, values: dict[str, str | None]) -> str:
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)] or "", element)
+
+
+def _invalid(where: str, exc: ValidationError) -> CliError:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors(include_input=False)
+    )
+    return CliError(f"cli: invalid style {where}: {problems}")
+
+
+def load_cli_style(source: str | Path | dict[str, Any]) -> CliStyle:
+    """A user's style: a path to a JSON file, a JSON text, or a dict."""
+    where = "(dict)"
+    if isinstance(source, dict):
+        data: Any = source
+    else:
+        text = str(source)
+        if isinstance(source, Path) or not text.lstrip().startswith("{"):
+            where = text
+            try:
+                text = Path(source).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise CliError(f"cli: cannot read style {where}: {exc.strerror or exc}") from exc
+        else:
+            where = "(JSON text)"
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"cli: style {where} is not JSON: {exc.msg} at line {exc.lineno}") from exc
+    try:
+        return CliStyle.model_validate(data)
+    except ValidationError as exc:
+        raise _invalid(where, exc) from exc
+
+
+def builtin_style(style: CliStyles) -> CliStyle:
+    if style is CliStyles.CUSTOM:
+        raise CliError("cli: CliStyles.CUSTOM has no file: pass its fields (args, prompt_mode, ...)")
+    text = resources.files("nexusflow.styles").joinpath(f"{style.value}.json").read_text(encoding="utf-8")
+    return CliStyle.model_validate_json(text)
+
+
+def custom_style(fields: dict[str, Any]) -> CliStyle:
+    try:
+        return CliStyle.model_validate({"name": "custom", "verified": UNVERIFIED, **fields})
+    except ValidationError as exc:
+        raise _invalid("custom", exc) from exc

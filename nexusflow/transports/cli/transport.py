@@ -1,0 +1,171 @@
+"""The one-shot CLI transport: each model turn is one launch of the user's agent CLI (one
+more per repair), with the request in our envelope."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..._env import expand_all
+from ...errors import (
+    CliError,
+    cli_empty_reply,
+    cli_exit,
+    cli_no_output_file,
+    cli_not_found,
+    cli_takes_no_model,
+)
+from ...messages import ModelReply, ModelRequest, TurnStats
+from ..base import TransportFactory
+from .envelope import parse_reply, render
+from .process import Finished, run_cli
+from .style import CliStyle, CliStyles, builtin_style, custom_style
+
+ARG_LIMIT = 128 * 1024
+"""Linux refuses one argv element of 128 KiB or more (MAX_ARG_STRLEN, the NUL included)."""
+
+
+class CliConfig(BaseModel):
+    """Everything a CLI client needs to launch a turn. ``env`` values keep their
+    ``${VAR}`` form here; they are expanded at launch and never stored expanded."""
+
+    model_config = ConfigDict(frozen=True)
+
+    style: CliStyle
+    command: str
+    model: str | None = None
+    timeout: float = Field(default=300.0, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    repair_budget: int = Field(default=2, ge=0)
+
+
+def _decode(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"cli: {what} is not UTF-8: byte 0x{data[exc.start]:02x} at position {exc.start}") from None
+
+
+def _field(text: str, path: str) -> str:
+    try:
+        value: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"cli: expected JSON output with a {path!r} field, got: {text.strip()[:200]}") from exc
+    for key in path.split("."):
+        if not isinstance(value, dict) or key not in value:
+            raise CliError(f"cli: the JSON output has no {path!r} field: {text.strip()[:200]}")
+        value = value[key]
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+class CliTransport:
+    def __init__(self, config: CliConfig) -> None:
+        self.config = config
+
+    def _environment(self) -> dict[str, str]:
+        return {**os.environ, **expand_all(self.config.style.env), **expand_all(self.config.env)}
+
+    async def generate(self, request: ModelRequest) -> ModelReply:
+        """Launch the CLI; send a malformed envelope back with its complaint, up to the
+        repair budget; then fail with the last complaint."""
+        tools = {spec.name for spec in request.tools}
+        complaint: str | None = None
+        attempts = 1 + self.config.repair_budget
+        for attempt in range(attempts):
+            parsed = parse_reply(await self._launch(render(request, complaint)), tools)
+            if isinstance(parsed, ModelReply):
+                return parsed.model_copy(update={"stats": TurnStats(launches=attempt + 1, repairs=attempt)})
+            complaint = parsed.message
+        raise CliError(f"cli: malformed reply after {attempts} launches: {complaint}")
+
+    async def _launch(self, prompt: str) -> str:
+        config = self.config
+        style = config.style
+        env = self._environment()
+        executable = shutil.which(config.command, path=env.get("PATH"))
+        if executable is None:
+            raise cli_not_found(config.command)
+        if style.prompt_mode == "arg" and len(prompt.encode()) >= ARG_LIMIT:
+            raise CliError(
+                f"cli: the prompt is {len(prompt.encode())} bytes, over the {ARG_LIMIT // 1024} KiB limit of one"
+                f' argument; style "{style.name}" passes it as an argument: use a style whose prompt_mode is'
+                " stdin or file"
+            )
+        with tempfile.TemporaryDirectory(prefix="nexusflow-cli-") as scratch:
+            prompt_file = Path(scratch, "prompt.txt")
+            answer_file = Path(scratch, "answer.txt")
+            if style.prompt_mode == "file":
+                prompt_file.write_text(prompt, encoding="utf-8")
+            argv = [
+                executable,
+                *style.argv(
+                    model=config.model,
+                    prompt=prompt if style.prompt_mode == "arg" else None,
+                    file=str(prompt_file),
+                    out=str(answer_file),
+                ),
+            ]
+            stdin = prompt.encode() if style.prompt_mode == "stdin" else None
+            finished = await run_cli(argv, stdin=stdin, env=env, cwd=config.cwd, timeout=config.timeout)
+            return self._answer(finished, answer_file)
+
+    def _answer(self, finished: Finished, answer_file: Path) -> str:
+        style = self.config.style
+        stdout = _decode(finished.stdout, "the output")
+        stderr = finished.stderr.decode("utf-8", errors="replace")
+        if finished.code != 0:
+            raise cli_exit(finished.code, stderr if stderr.strip() else stdout)
+        for marker in style.error_markers:
+            for stream in (stdout, stderr):
+                if marker in stream:
+                    raise CliError(f"cli: the CLI reported an error: {stream[stream.index(marker) :].strip()[:1000]}")
+        if style.answer == "file":
+            if not answer_file.exists():
+                raise cli_no_output_file()
+            text = _decode(answer_file.read_bytes(), "the output file")
+        else:
+            text = stdout
+        if style.answer_field:
+            text = _field(text, style.answer_field)
+        if not text.strip():
+            raise cli_empty_reply()
+        return text
+
+
+def resolve_style(style: CliStyles | CliStyle, fields: dict[str, Any], model: str | None) -> CliStyle:
+    """The style a client will use, checked against the model before anything runs."""
+    if isinstance(style, CliStyle):
+        chosen = style
+    elif isinstance(style, CliStyles):
+        chosen = custom_style(fields) if style is CliStyles.CUSTOM else builtin_style(style)
+    else:
+        raise CliError(
+            f"cli: style must be a CliStyles member or a CliStyle, got {type(style).__name__}"
+            " (a name from text goes through CliStyles.parse)"
+        )
+    if fields and style is not CliStyles.CUSTOM:
+        raise CliError(f"cli: style fields ({', '.join(sorted(fields))}) are for style=CliStyles.CUSTOM")
+    if model is not None and not chosen.takes_model:
+        raise cli_takes_no_model(chosen.name)
+    if model is None and chosen.model_required:
+        raise CliError(f'cli: style "{chosen.name}" needs a model: its {{{{model}}}} is not in an optional group')
+    return chosen
+
+
+def cli_transport(config: CliConfig) -> TransportFactory:
+    @asynccontextmanager
+    async def open_transport() -> AsyncIterator[CliTransport]:
+        yield CliTransport(config)
+
+    return open_transport
