@@ -20,11 +20,12 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, get_current_settings, temporary_settings
 
-from .client import create_in_process_client
+from .client import Client, create_cli_client, create_in_process_client
 from .errors import NexusflowError
 from .messages import RunResult
 from .testing import ScriptedModel, follow_prompt
 from .toolkit import Toolkit
+from .transports.cli import CliStyles, load_cli_style
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -128,9 +129,26 @@ async def _finish(result: RunResult) -> int:
     return _report(result)
 
 
+def _client(args: argparse.Namespace) -> Client:
+    options: dict[str, Any] = {"system_prompt": args.system, "max_turns": args.max_turns}
+    if args.style is not None:
+        if args.script:
+            raise UsageError("--script plays the scripted model; it does not go with --style")
+        style = CliStyles.parse(args.style)
+        if style is CliStyles.CUSTOM:
+            raise UsageError("--style custom has no fields on the command line: describe it in a file, --style-file")
+        return create_cli_client(style, args.command, args.model, timeout=args.timeout, **options)
+    if args.style_file is not None:
+        return create_cli_client(
+            load_cli_style(args.style_file), args.command, args.model, timeout=args.timeout, **options
+        )
+    if args.command or args.model:
+        raise UsageError("--command and --model need --style (or --style-file)")
+    return create_in_process_client(_script(args.script) if args.script else follow_prompt, **options)
+
+
 async def _run(args: argparse.Namespace) -> int:
-    generate = _script(args.script) if args.script else follow_prompt
-    client = create_in_process_client(generate, system_prompt=args.system, max_turns=args.max_turns)
+    client = _client(args)
     async with await Toolkit.load(tools=_tools(args.tools), mcp_config=args.mcp, skills_dir=args.skills) as toolkit:
         result = await client.run(args.prompt, toolkit, session_id=args.session)
     return await _finish(result)
@@ -168,6 +186,11 @@ def _parser() -> argparse.ArgumentParser:
         help="scripted replies (a JSON list); default: the scripted agent follows"
         " `call NAME {json}` lines in the prompt",
     )
+    run.add_argument("--style", metavar="NAME", help=f"drive an agent CLI: {', '.join(s.value for s in CliStyles)}")
+    run.add_argument("--style-file", metavar="FILE", help="drive an agent CLI described by your own style file")
+    run.add_argument("--command", metavar="PATH", help="the agent CLI's path or name (with --style)")
+    run.add_argument("--model", metavar="MODEL", help="model for the agent CLI (with --style)")
+    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per CLI launch (default 300)")
     run.add_argument("--system", metavar="TEXT", help="system prompt")
     run.add_argument("--max-turns", type=int, default=20, metavar="N")
     run.set_defaults(handler=_run)

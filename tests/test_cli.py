@@ -118,3 +118,44 @@ async def test_demo_runs_a_multi_step_tool_calling_run(session_id):
         "turn-1",
         "turn-2",
     ], "the command waits until the server has recorded every step before it exits"
+
+
+def test_run_drives_an_agent_cli_through_its_style(fake, tools_file, session_id):
+    from cli_fixtures import envelope_answer, envelope_calls, styled
+
+    fake.script(
+        styled("claude", envelope_calls({"name": "add", "arguments": {"a": 2, "b": 3}})),
+        styled("claude", envelope_answer("2 + 3 = 5")),
+    )
+    done = nexusflow(
+        "run",
+        "what is 2+3?",
+        "--style",
+        "Claude",
+        "--command",
+        fake.command,
+        "--model",
+        "sonnet",
+        "--tools",
+        f"{tools_file}:add",
+        "--session",
+        session_id,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "2 + 3 = 5\n"
+    assert [call["argv"][-2:] for call in fake.calls()] == [["--model", "sonnet"]] * 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--style", "clod", "--command", "x"], 'cli: unknown style "clod"'),
+        (["--style", "claude"], "cli: Command is required (path or name of the CLI binary)"),
+        (["--style", "goose", "--command", "goose", "--model", "m"], 'cli: style "goose" takes no model'),
+        (["--command", "claude"], "--command and --model need --style"),
+    ],
+)
+def test_cli_style_mistakes_are_clear(args, message):
+    done = nexusflow("run", "hi", *args)
+    assert done.returncode in (1, 2)
+    assert message in done.stderr
