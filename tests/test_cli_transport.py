@@ -245,6 +245,12 @@ async def test_a_large_prompt_goes_through_stdin(fake):
     assert len(fake.calls()[0]["stdin"]) > 1_000_000
 
 
+async def test_large_stdout_and_stderr_are_drained_without_deadlock(fake):
+    big = "x" * 3_000_000
+    fake.script({"stderr": "e" * 3_000_000, "stdout": envelope_answer(big)})
+    assert (await transport(STDIN_STYLE, timeout=60).generate(request())).content == big
+
+
 async def test_temp_files_are_removed_on_every_path(fake):
     before = scratch_dirs()
     file_style = CliStyle(name="f", args=["{{file}}", "-o", "{{out}}"], prompt_mode="file", answer="file", verified="x")
