@@ -2,6 +2,7 @@
 
 from .client import Client, ClientOptions, create_cli_client, create_in_process_client
 from .errors import (
+    AcpError,
     CliError,
     HookError,
     MaxTurnsExceeded,
@@ -12,7 +13,7 @@ from .errors import (
     SessionIdError,
     ToolkitError,
 )
-from .events import RunFinished, StreamEvent, TextChunk, ToolCallFinished, ToolCallStarted
+from .events import RunFinished, StreamEvent, TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
 from .flows import agent_run
 from .messages import (
     AssistantMessage,
@@ -32,10 +33,13 @@ from .messages import (
 )
 from .testing import ScriptedModel, follow_prompt
 from .toolkit import FunctionTool, Tool, Toolkit, tool
-from .transports.cli import UNVERIFIED, CliStyle, CliStyles, load_cli_style
+from .transports.choice import Transport
+from .transports.cli import UNVERIFIED, AcpLaunch, CliStyle, CliStyles, load_cli_style
 
 __all__ = [
     "UNVERIFIED",
+    "AcpError",
+    "AcpLaunch",
     "AssistantMessage",
     "CliError",
     "CliStyle",
@@ -60,6 +64,7 @@ __all__ = [
     "StreamEvent",
     "SystemMessage",
     "TextChunk",
+    "ThoughtChunk",
     "Tool",
     "ToolCall",
     "ToolCallFinished",
@@ -69,6 +74,7 @@ __all__ = [
     "ToolSpec",
     "Toolkit",
     "ToolkitError",
+    "Transport",
     "TurnStats",
     "Usage",
     "UserMessage",

@@ -25,6 +25,7 @@ from .errors import NexusflowError
 from .messages import RunResult
 from .testing import ScriptedModel, follow_prompt
 from .toolkit import Toolkit
+from .transports.choice import Transport
 from .transports.cli import CliStyles, load_cli_style
 
 EXIT_FAILED = 1
@@ -129,6 +130,14 @@ async def _finish(result: RunResult) -> int:
     return _report(result)
 
 
+def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        transport = Transport(args.transport.lower())
+    except ValueError:
+        raise UsageError(f"--transport takes auto, acp or cli, not {args.transport!r}") from None
+    return {"timeout": args.timeout, "transport": transport, "acp_command": args.acp_command}
+
+
 def _client(args: argparse.Namespace) -> Client:
     options: dict[str, Any] = {"system_prompt": args.system, "max_turns": args.max_turns}
     if args.style is not None:
@@ -164,6 +173,13 @@ async def _demo(args: argparse.Namespace) -> int:
     return await _finish(result)
 
 
+async def _bridge(args: argparse.Namespace) -> int:
+    from .transports.acp.bridge import bridge
+
+    await bridge(args.url)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nexusflow", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -190,10 +206,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--style-file", metavar="FILE", help="drive an agent CLI described by your own style file")
     run.add_argument("--command", metavar="PATH", help="the agent CLI's path or name (with --style)")
     run.add_argument("--model", metavar="MODEL", help="model for the agent CLI (with --style)")
+    run.add_argument("--transport", default="auto", metavar="auto|acp|cli", help="how to drive the CLI (default auto)")
+    run.add_argument("--acp-command", metavar="PATH", help="the ACP adapter of styles that need one (claude, codex)")
     run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per CLI launch (default 300)")
     run.add_argument("--system", metavar="TEXT", help="system prompt")
     run.add_argument("--max-turns", type=int, default=20, metavar="N")
     run.set_defaults(handler=_run)
+
+    bridge = commands.add_parser(
+        "mcp-bridge", help="relay MCP over stdio to a served toolkit over HTTP (started by ACP agents)"
+    )
+    bridge.add_argument("url")
+    bridge.set_defaults(handler=_bridge)
 
     demo = commands.add_parser("demo", help="a multi-step tool-calling run on the scripted model")
     demo.add_argument("--session", metavar="ID", help="session id; the same id replays the run")

@@ -14,14 +14,16 @@ from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._runtime import PendingRun, pending_run
-from .errors import SessionIdError, cli_command_required, describe
+from .errors import CliError, SessionIdError, cli_command_required, describe
 from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run
 from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
 from .messages import RunResult
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
-from .transports.cli import CliConfig, CliStyle, CliStyles, cli_transport, resolve_style
+from .transports.acp.transport import AcpConfig, check_cwd
+from .transports.choice import Transport, agent_cli_transport
+from .transports.cli import CliConfig, CliStyle, CliStyles, resolve_style
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
@@ -124,26 +126,36 @@ def create_cli_client(
     command: str | None = None,
     model: str | None = None,
     *,
+    transport: Transport = Transport.AUTO,
+    acp_command: str | None = None,
     timeout: float = 300.0,
     env: dict[str, str] | None = None,
+    workspace: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     repair_budget: int = 2,
     **options: Any,
 ) -> Client:
-    """A client whose model is the user's own agent CLI, launched once per turn.
+    """A client whose model is the user's own agent CLI.
 
     ``command`` is the CLI's path or name: required, nexusflow never picks a binary.
-    ``env`` adds environment for the CLI (``${VAR}`` expanded at launch, never logged).
-    ``timeout`` bounds one launch; ``repair_budget`` is how many times a malformed reply is
-    sent back with its complaint. With ``style=CliStyles.CUSTOM`` pass the style's fields
-    (``args``, ``prompt_mode``, ``answer``, ...) as keywords. Every other keyword is a
-    client option, as for ``create_in_process_client``.
+    ``transport``: ``AUTO`` keeps one warm ACP session per run when the style declares an
+    ACP launch and the binary answers ``initialize``, else launches the CLI once per turn;
+    ``ACP`` or ``CLI`` force one. Styles whose ACP comes from an adapter (claude, codex) take
+    its path as ``acp_command``. ``env`` adds environment for the CLI (``${VAR}`` expanded at
+    launch, never logged); over ACP the agent gets only a minimal base environment plus the
+    style's and this. ``timeout`` bounds one launch or one ACP turn. ``workspace`` bounds
+    where the ACP session may run, ``cwd`` (inside it) is where it runs. ``repair_budget``
+    is how many times a malformed one-shot reply is sent back with its complaint. With
+    ``style=CliStyles.CUSTOM`` pass the style's fields (``args``, ``prompt_mode``, ...) as
+    keywords. Every other keyword is a client option, as for ``create_in_process_client``.
     """
     fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
     chosen = resolve_style(style, fields, model)
     if not command:
         raise cli_command_required()
-    config = CliConfig(
+    if not isinstance(transport, Transport):
+        raise CliError(f"cli: transport must be a Transport member, got {transport!r}")
+    cli = CliConfig(
         style=chosen,
         command=command,
         model=model,
@@ -152,4 +164,36 @@ def create_cli_client(
         cwd=os.fspath(cwd) if cwd is not None else None,
         repair_budget=repair_budget,
     )
-    return Client(cli_transport(config), ClientOptions(model=model, **options))
+    acp, why_not = _acp_config(chosen, command, acp_command, model, timeout, env, workspace, cwd, transport)
+    return Client(agent_cli_transport(transport, cli, acp, why_not), ClientOptions(model=model, **options))
+
+
+def _acp_config(
+    style: CliStyle,
+    command: str,
+    acp_command: str | None,
+    model: str | None,
+    timeout: float,
+    env: dict[str, str] | None,
+    workspace: str | os.PathLike[str] | None,
+    cwd: str | os.PathLike[str] | None,
+    transport: Transport,
+) -> tuple[AcpConfig | None, str]:
+    """The ACP launch for this client, or None and the reason there is none."""
+    if transport is Transport.CLI:
+        return None, "the client asked for the one-shot transport"
+    if style.acp is None:
+        return None, f'style "{style.name}" declares no ACP launch'
+    if style.acp.adapter and not acp_command:
+        return None, f'style "{style.name}" speaks ACP through an adapter: pass its path as acp_command'
+    root, where = check_cwd(workspace or cwd or os.getcwd(), cwd or workspace or os.getcwd())
+    config = AcpConfig(
+        style=style,
+        command=acp_command or command,
+        model=model,
+        timeout=timeout,
+        env=env or {},
+        workspace=root,
+        cwd=where,
+    )
+    return config, ""

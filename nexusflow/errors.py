@@ -114,3 +114,11 @@ def cli_empty_reply() -> CliError:
 
 def cli_takes_no_model(style: str) -> CliError:
     return CliError(f'cli: style "{style}" takes no model')
+
+
+class AcpError(ModelError):
+    """The ACP transport failed: handshake, session, or the agent itself."""
+
+
+def acp_timed_out(milliseconds: int) -> AcpError:
+    return AcpError(f"acp: timed out after {milliseconds}ms")

@@ -19,6 +19,14 @@ class TextChunk(BaseModel):
     text: str
 
 
+class ThoughtChunk(BaseModel):
+    """The agent's reasoning as it streams (ACP agents that share it)."""
+
+    kind: Literal["thought"] = "thought"
+    step: int
+    text: str
+
+
 class ToolCallStarted(BaseModel):
     kind: Literal["tool_call"] = "tool_call"
     step: int
@@ -37,6 +45,8 @@ class RunFinished(BaseModel):
     result: RunResult
 
 
-StreamEvent = Annotated[TextChunk | ToolCallStarted | ToolCallFinished | RunFinished, Field(discriminator="kind")]
+StreamEvent = Annotated[
+    TextChunk | ThoughtChunk | ToolCallStarted | ToolCallFinished | RunFinished, Field(discriminator="kind")
+]
 
 Emit = Callable[[StreamEvent], None]

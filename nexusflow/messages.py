@@ -144,10 +144,17 @@ class Usage(BaseModel):
 
 class TurnStats(BaseModel):
     """What producing one turn took, beyond tokens: process launches (a one-shot CLI
-    launches once per attempt) and repairs (attempts sent back with a complaint)."""
+    launches once per attempt), repairs (attempts sent back with a complaint), and the
+    tool calls an agent made itself during the turn (ACP)."""
 
     launches: int = 0
     repairs: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    replayed_tool_calls: int = 0
+    tool_seconds: float = 0.0
+    stop_reason: str | None = None
+    streamed: bool = Field(default=False, description="The turn's text was already streamed as it came.")
 
 
 class ModelReply(BaseModel):
@@ -157,6 +164,10 @@ class ModelReply(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     stats: TurnStats = Field(default_factory=TurnStats)
+    steps: list[Message] = Field(
+        default_factory=list,
+        description="Tool calls the agent made itself during the turn, with their results, in order.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -193,6 +204,9 @@ class RunMetrics(BaseModel):
     output_tokens: int = 0
     launches: int = 0
     repairs: int = 0
+    stop_reasons: list[str] = Field(
+        default_factory=list, description="Each turn's stop reason, where the agent gave one."
+    )
 
 
 class RunResult(BaseModel):

@@ -20,6 +20,7 @@ from nexusflow import (
     ToolCallFinished,
     ToolCallStarted,
     Toolkit,
+    Transport,
     create_cli_client,
     load_cli_style,
     tool,
@@ -68,7 +69,7 @@ def scratch_dirs() -> set[str]:
 async def test_builtin_style_argv_and_channels(fake, style, session_id):
     chosen = builtin_style(style)
     fake.script(styled(style.value, envelope_answer("ok from " + style.value)))
-    client = create_cli_client(style=style, command=fake.command, model=MODEL[style])
+    client = create_cli_client(style=style, command=fake.command, transport=Transport.CLI, model=MODEL[style])
     result = await client.run(TRICKY, session_id=session_id)
     assert result.status == "completed", result.error
     assert result.text == "ok from " + style.value
@@ -107,7 +108,9 @@ async def test_the_cli_receives_the_assembled_body_byte_for_byte(fake, session_i
             {**req.body(), "tool_choice": "auto", "x_never_heard_of": {"deep": [1, None, "ü"], "n": 1.5}}
         )
 
-    client = create_cli_client(CliStyles.CLAUDE, command=fake.command, model="sonnet", before_llm=before_llm)
+    client = create_cli_client(
+        CliStyles.CLAUDE, command=fake.command, transport=Transport.CLI, model="sonnet", before_llm=before_llm
+    )
     fake.script(styled("claude", envelope_answer("fine")))
     async with await Toolkit.load(tools=[add]) as toolkit:
         result = await client.run("add please", toolkit, session_id=session_id)
@@ -334,7 +337,7 @@ def test_load_cli_style_from_path_json_and_dict(tmp_path):
 async def test_a_declared_answer_with_tool_calls_runs_the_calls(fake, session_id):
     drift = {"kind": "answer", "content": "I am done", "tool_calls": [{"name": "add", "arguments": '{"a": 2, "b": 3}'}]}
     fake.script({"stdout": json.dumps(drift)}, {"stdout": envelope_answer("five")})
-    client = create_cli_client(style=CliStyles.COPILOT, command=fake.command)
+    client = create_cli_client(style=CliStyles.COPILOT, command=fake.command, transport=Transport.CLI)
     async with await Toolkit.load(tools=[add]) as toolkit:
         result = await client.run("add", toolkit, session_id=session_id)
     assert result.status == "completed", result.error
@@ -348,7 +351,7 @@ async def test_a_malformed_envelope_is_repaired_with_its_complaint(fake, session
         {"stdout": envelope_calls({"name": "add", "arguments": {"a": 1, "b": 1}})},
         {"stdout": "The sum is 2."},
     )
-    client = create_cli_client(style=CliStyles.OPENCODE, command=fake.command)
+    client = create_cli_client(style=CliStyles.OPENCODE, command=fake.command, transport=Transport.CLI)
     async with await Toolkit.load(tools=[add]) as toolkit:
         result = await client.run("add", toolkit, session_id=session_id)
     assert result.status == "completed", result.error
@@ -366,7 +369,7 @@ async def test_a_malformed_envelope_is_repaired_with_its_complaint(fake, session
 async def test_a_model_that_never_complies_fails_after_one_plus_budget_launches(fake, session_id):
     bad = {"stdout": '{"tool_calls": [{"name": "nope", "arguments": {}}]}'}
     fake.script(*[bad] * 10)
-    client = create_cli_client(style=CliStyles.GOOSE, command=fake.command, repair_budget=3)
+    client = create_cli_client(style=CliStyles.GOOSE, command=fake.command, transport=Transport.CLI, repair_budget=3)
     async with await Toolkit.load(tools=[add]) as toolkit:
         result = await client.run("add", toolkit, session_id=session_id)
     assert result.status == "failed"
@@ -386,7 +389,7 @@ async def test_three_turns_through_prefect_with_streaming(fake, session_id):
         ),
         styled("claude", envelope_answer("3, 7 and 11")),
     )
-    client = create_cli_client(style=CliStyles.CLAUDE, command=fake.command, model="sonnet")
+    client = create_cli_client(style=CliStyles.CLAUDE, command=fake.command, transport=Transport.CLI, model="sonnet")
     async with await Toolkit.load(tools=[add]) as toolkit:
         events = [event async for event in client.stream("add three times", toolkit, session_id=session_id)]
     kinds = [type(event) for event in events]
@@ -413,7 +416,9 @@ async def test_three_turns_through_prefect_with_streaming(fake, session_id):
 
 async def test_a_cli_failure_fails_the_run_with_the_pinned_message(fake, session_id):
     fake.script({"stderr": "Not logged in", "exit": 1})
-    result = await create_cli_client(style=CliStyles.CLAUDE, command=fake.command).run("hi", session_id=session_id)
+    result = await create_cli_client(style=CliStyles.CLAUDE, command=fake.command, transport=Transport.CLI).run(
+        "hi", session_id=session_id
+    )
     assert result.status == "failed"
     assert result.error == "cli: exit 1: Not logged in"
     assert os.environ.get("FAKE_CLI_DIR")

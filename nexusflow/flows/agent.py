@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
@@ -22,7 +23,8 @@ from ..messages import (
     ToolMessage,
     UserMessage,
 )
-from ..tasks import ToolRecord, TurnRecord, model_turn, tool_call
+from ..tasks import ToolRecord, TurnRecord, model_turn, remembered, tool_call
+from ..transports import SessionTransport
 from .loop import LoopState, drive, opening_messages
 
 
@@ -75,10 +77,24 @@ async def agent_run(prompt: str, session_id: str) -> RunResult:
     async def call(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
         return await _prefect_tool(session_id, step, index, tool)
 
+    async def remember(kind: str, inputs: dict[str, object], produce: Callable[[], Awaitable[str]]) -> tuple[str, bool]:
+        state = await remembered(session_id, kind, inputs, quote(produce), return_state=True)  # type: ignore[misc]
+        return str(await state.aresult()), state.name == "Cached"
+
     try:
         async with pending.client.transport() as transport:
-            token = active_run.set(ActiveRun(options=options, toolkit=toolkit, transport=transport))
+            run = ActiveRun(
+                options=options,
+                toolkit=toolkit,
+                transport=transport,
+                session_id=session_id,
+                run_tool=call,
+                emit=pending.emit,
+            )
+            token = active_run.set(run)
             try:
+                if isinstance(transport, SessionTransport):
+                    await transport.begin(remember)
                 text = await drive(
                     state,
                     tools=toolkit.specs(),

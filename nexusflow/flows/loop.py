@@ -60,17 +60,25 @@ async def _run_calls(step: int, calls: list[ToolCall], run_tool: ToolStep) -> li
 
 def _count_turn(metrics: RunMetrics, record: TurnRecord, replayed: bool) -> None:
     reply = record.reply
+    stats = reply.stats
     metrics.turns += 1
     metrics.input_tokens += reply.usage.input_tokens
     metrics.output_tokens += reply.usage.output_tokens
+    metrics.tool_calls += stats.tool_calls
+    metrics.tool_errors += stats.tool_errors
+    if stats.stop_reason is not None:
+        metrics.stop_reasons.append(stats.stop_reason)
     if replayed:
         metrics.replayed_turns += 1
+        metrics.replayed_tool_calls += stats.tool_calls
         metrics.turn_seconds.append(0.0)
         return
+    metrics.replayed_tool_calls += stats.replayed_tool_calls
+    metrics.tool_seconds += stats.tool_seconds
     metrics.model_seconds += record.seconds
     metrics.turn_seconds.append(record.seconds)
-    metrics.launches += reply.stats.launches
-    metrics.repairs += reply.stats.repairs
+    metrics.launches += stats.launches
+    metrics.repairs += stats.repairs
 
 
 def _count_tool(metrics: RunMetrics, record: ToolRecord, replayed: bool) -> None:
@@ -100,8 +108,9 @@ async def drive(
         record, replayed = await run_turn(step, request)
         _count_turn(state.metrics, record, replayed)
         reply = record.reply
+        state.messages.extend(reply.steps)
         state.messages.append(reply.as_message())
-        if reply.content:
+        if reply.content and not (reply.stats.streamed and not replayed):
             send(TextChunk(step=step, text=reply.content))
         if not reply.tool_calls:
             return reply.content or ""

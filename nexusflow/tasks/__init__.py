@@ -1,6 +1,7 @@
 """Prefect tasks: a model turn and a tool call, each keyed by its position in the run."""
 
+from .session import remembered
 from .tool_call import ToolRecord, execute_tool, tool_call
 from .turn import TurnRecord, model_turn, produce_turn
 
-__all__ = ["ToolRecord", "TurnRecord", "execute_tool", "model_turn", "produce_turn", "tool_call"]
+__all__ = ["ToolRecord", "TurnRecord", "execute_tool", "model_turn", "produce_turn", "remembered", "tool_call"]

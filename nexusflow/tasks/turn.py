@@ -9,7 +9,7 @@ from prefect import task
 from prefect.context import TaskRunContext
 from pydantic import BaseModel
 
-from .._runtime import current_active
+from .._runtime import current_active, current_step
 from ..errors import ModelError
 from ..hooks import call_hook, hook_returned
 from ..messages import ModelReply, ModelRequest
@@ -59,4 +59,8 @@ def _turn_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     cache_key_fn=_turn_key,
 )
 async def model_turn(session_id: str, step: int, request: ModelRequest) -> TurnRecord:
-    return await produce_turn(request)
+    token = current_step.set(step)
+    try:
+        return await produce_turn(request)
+    finally:
+        current_step.reset(token)

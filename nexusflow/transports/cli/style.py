@@ -47,8 +47,23 @@ class CliStyles(StrEnum):
             raise CliError(f'cli: unknown style "{name}" (styles: {known})') from None
 
 
+class AcpLaunch(BaseModel):
+    """How the CLI speaks the Agent Client Protocol, and what an unattended run needs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    args: list[str] = Field(default_factory=list, description="argv after the command, e.g. ['--acp'] or ['acp'].")
+    adapter: bool = Field(
+        default=False,
+        description="ACP comes from a separate adapter binary (the client's acp_command), not the CLI itself.",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Environment an unattended session needs.")
+    mode: str | None = Field(default=None, description="Session mode to switch to, when the agent offers it.")
+    verified: str = Field(description=f"The agent version this launch was checked against, or {UNVERIFIED}.")
+
+
 class CliStyle(BaseModel):
-    """One CLI's one-shot shape."""
+    """One CLI's one-shot shape, and its ACP launch if it has one."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -75,6 +90,7 @@ class CliStyle(BaseModel):
     )
     model_format: str = Field(default="", description="What a model name looks like for this CLI.")
     verified: str = Field(description=f"The CLI version this style was checked against, or {UNVERIFIED}.")
+    acp: AcpLaunch | None = Field(default=None, description="The ACP launch; None when the CLI has none.")
 
     @field_validator("args")
     @classmethod

@@ -7,8 +7,6 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ from ...errors import (
     cli_takes_no_model,
 )
 from ...messages import ModelReply, ModelRequest, TurnStats
-from ..base import TransportFactory
 from .envelope import parse_reply, render
 from .process import Finished, run_cli
 from .style import CliStyle, CliStyles, builtin_style, custom_style
@@ -161,11 +158,3 @@ def resolve_style(style: CliStyles | CliStyle, fields: dict[str, Any], model: st
     if model is None and chosen.model_required:
         raise CliError(f'cli: style "{chosen.name}" needs a model: its {{{{model}}}} is not in an optional group')
     return chosen
-
-
-def cli_transport(config: CliConfig) -> TransportFactory:
-    @asynccontextmanager
-    async def open_transport() -> AsyncIterator[CliTransport]:
-        yield CliTransport(config)
-
-    return open_transport

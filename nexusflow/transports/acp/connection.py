@@ -1,0 +1,215 @@
+"""JSON-RPC 2.0 over an agent's stdio, one message per line.
+
+Each direction has its own id space, so a message is a request or a notification when it
+has a ``method`` and a response otherwise. The reader never blocks on a handler: requests
+from the agent are answered from tasks of their own, and a malformed line is reported
+without losing the messages around it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
+
+from ...errors import AcpError
+
+logger = logging.getLogger("nexusflow.acp")
+
+METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
+_STDERR_LINES = 200
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """A JSON object from the wire, or an empty one for anything else."""
+    return value if isinstance(value, dict) else {}
+
+
+class MethodNotFound(Exception):
+    """Raised by a request handler for a method it does not serve."""
+
+
+class RemoteError(AcpError):
+    """The agent answered one of our requests with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
+        self.method = method
+        self.code = code
+        self.data = data
+        super().__init__(f"acp: {method} failed: {message} ({code})")
+
+
+@dataclass
+class _Pending:
+    method: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+
+RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+NotificationHandler = Callable[[str, dict[str, Any]], None]
+
+
+class Connection:
+    def __init__(
+        self,
+        stdin: ByteSendStream,
+        stdout: ByteReceiveStream,
+        stderr: ByteReceiveStream | None,
+        *,
+        on_request: RequestHandler,
+        on_notification: NotificationHandler,
+        on_stderr: Callable[[str], None] | None = None,
+    ) -> None:
+        self._stdin = stdin
+        self._stdout = stdout
+        self._stderr = stderr
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._on_stderr = on_stderr
+        self._write_lock = anyio.Lock()
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 0
+        self._closed: AcpError | None = None
+        self._group: TaskGroup | None = None
+        self.stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
+        self.malformed: list[str] = []
+
+    def start(self, group: TaskGroup) -> None:
+        self._group = group
+        group.start_soon(self._read)
+        if self._stderr is not None:
+            group.start_soon(self._drain_stderr)
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        if self._closed is not None:
+            raise self._closed
+        request_id = self._next_id
+        self._next_id += 1
+        pending = _Pending(method)
+        self._pending[request_id] = pending
+        try:
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await pending.done.wait()
+        finally:
+            self._pending.pop(request_id, None)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """A notification carries no id, so nobody waits for an answer that never comes."""
+        await self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, ensure_ascii=False) + "\n").encode()
+        async with self._write_lock:
+            try:
+                await self._stdin.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise self._closed or AcpError("acp: the agent closed its input") from exc
+
+    async def _read(self) -> None:
+        buffer = b""
+        try:
+            async for chunk in self._stdout:
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        self._dispatch(line)
+            if buffer.strip():
+                self._dispatch(buffer)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        self.close(AcpError("acp: the agent exited"))
+
+    def close(self, reason: AcpError) -> None:
+        """Fail every request still waiting: nothing will answer them now."""
+        if self._closed is None:
+            self._closed = reason
+        for pending in list(self._pending.values()):
+            if not pending.done.is_set():
+                pending.error = self._closed
+                pending.done.set()
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+            if not isinstance(message, dict):
+                raise ValueError("not an object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            text = line[:200].decode("utf-8", errors="replace")
+            self.malformed.append(text)
+            logger.warning("acp: ignoring a malformed line from the agent (%s): %s", exc, text)
+            return
+        method = message.get("method")
+        if isinstance(method, str):
+            params = as_object(message.get("params"))
+            if "id" in message and message["id"] is not None:
+                assert self._group is not None
+                self._group.start_soon(self._answer, message["id"], method, params)
+            else:
+                self._on_notification(method, params)
+            return
+        self._resolve(message)
+
+    def _resolve(self, message: dict[str, Any]) -> None:
+        pending = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+        if pending is None:
+            logger.warning("acp: ignoring a response to no request of ours: id %r", message.get("id"))
+            return
+        error = message.get("error")
+        if isinstance(error, dict):
+            pending.error = RemoteError(
+                pending.method, int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")), error.get("data")
+            )
+        else:
+            pending.result = message.get("result")
+        pending.done.set()
+
+    async def _answer(self, request_id: Any, method: str, params: dict[str, Any]) -> None:
+        try:
+            result = await self._on_request(method, params)
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        except MethodNotFound:
+            reply = {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": METHOD_NOT_FOUND, "message": f"{method} is not supported"},
+            }
+        except Exception as exc:
+            logger.exception("acp: answering %s failed", method)
+            reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
+        try:
+            await self._send(reply)
+        except AcpError:
+            logger.debug("acp: the agent left before our answer to %s", method)
+
+    async def _drain_stderr(self) -> None:
+        assert self._stderr is not None
+        buffer = b""
+        try:
+            async for chunk in self._stderr:
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    text = line.decode("utf-8", errors="replace")
+                    self.stderr_tail.append(text)
+                    if self._on_stderr is not None:
+                        self._on_stderr(text)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        if buffer:
+            self.stderr_tail.append(buffer.decode("utf-8", errors="replace"))
+
+    def stderr_text(self, limit: int = 1000) -> str:
+        return "\n".join(self.stderr_tail).strip()[-limit:]

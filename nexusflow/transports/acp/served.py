@@ -1,0 +1,92 @@
+"""The run's toolkit served to an ACP agent as an MCP server: streamable HTTP on 127.0.0.1,
+an ephemeral port, a per-session bearer token and a per-session random name.
+
+The random name is what lets a permission request be matched safely: only a call that
+names this server (and one of its tools) can be ours.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+import uvicorn
+from mcp.server.lowlevel import Server
+
+from ...messages import ToolResult, ToolSpec
+
+logger = logging.getLogger("nexusflow.acp")
+
+CallServedTool = Callable[[str, dict[str, Any]], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True)
+class ServedToolkit:
+    name: str
+    url: str
+    token: str
+    tools: tuple[str, ...]
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def _require_token(app: Any, token: str) -> Any:
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+@asynccontextmanager
+async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIterator[ServedToolkit]:
+    """Serve ``specs`` until the context exits; every call goes to ``call``."""
+    name = f"nexusflow_{secrets.token_hex(3)}"
+    token = secrets.token_urlsafe(24)
+    listed = [
+        types.Tool(name=spec.name, description=spec.function.description, input_schema=spec.function.parameters)
+        for spec in specs
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        result = await call(params.name, params.arguments or {})
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=result.content)], is_error=result.is_error
+        )
+
+    server = Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+    app = _require_token(server.streamable_http_app(json_response=True), token)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    web = uvicorn.Server(config)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(web.serve, [sock])
+            while not web.started:
+                await anyio.sleep(0.01)
+            try:
+                yield ServedToolkit(name, f"http://127.0.0.1:{port}/mcp", token, tuple(spec.name for spec in specs))
+            finally:
+                web.should_exit = True
+    finally:
+        sock.close()
