@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_fixtures import FakeCli
 
 
 def _free_port() -> int:
@@ -44,6 +43,10 @@ os.environ.update(
 )
 
 HELPERS = Path(__file__).parent / "helpers"
+
+# Imported only now: they import nexusflow, hence prefect, which must see the settings above.
+from acp_fixtures import ScriptedAgent  # noqa: E402
+from cli_fixtures import FakeCli  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -105,3 +108,11 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCli:
     root.mkdir()
     monkeypatch.setenv("FAKE_CLI_DIR", str(root))
     return FakeCli(root)
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> ScriptedAgent:
+    """A scripted ACP agent (tests/helpers/acp_agent.py) recording into a fresh folder."""
+    root = tmp_path / "acp-agent"
+    root.mkdir()
+    return ScriptedAgent(root)

@@ -280,3 +280,9 @@ async def test_agent_run_started_without_a_client_fails_clearly():
     state = await agent_run(prompt="x", session_id="no-client", return_state=True)
     assert state.is_failed()
     assert "agent_run needs a client and a toolkit" in state.message
+
+
+def test_the_tests_talk_to_the_session_server_not_an_ephemeral_one(prefect_server):
+    from prefect.settings import get_current_settings
+
+    assert get_current_settings().api.url == prefect_server

@@ -22,10 +22,11 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import Process, TaskGroup
+from prefect.transactions import CommitMode, atransaction
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..._env import expand_all
@@ -51,6 +52,9 @@ from .bridge import TOKEN_VARIABLE
 from .connection import Connection, MethodNotFound, RemoteError, as_object
 from .permissions import CANCELLED, choose, identify
 from .served import ServedToolkit, serve_toolkit
+
+if TYPE_CHECKING:
+    from ...tasks import ToolRecord
 
 logger = logging.getLogger("nexusflow.acp")
 
@@ -244,14 +248,18 @@ class AcpTransport:
             ) from None
         except AcpError as exc:
             await self.close()
-            raise AcpError(f"{exc}{self._exit_detail()}") from exc
+            raise AcpError(f"{exc}{await self._exit_detail()}") from exc
         try:
             self.capabilities = check_protocol_version(reply).get("agentCapabilities") or {}
         except AcpError:
             await self.close()
             raise
 
-    def _exit_detail(self) -> str:
+    async def _exit_detail(self) -> str:
+        """How the agent ended, once it has: its exit status and the end of its stderr."""
+        if self._process is not None:
+            with anyio.move_on_after(2):
+                await self._process.wait()
         code = self._process.returncode if self._process is not None else None
         said = self._connection.stderr_text() if self._connection is not None else ""
         detail = f" (exit {code})" if code is not None else ""
@@ -340,8 +348,14 @@ class AcpTransport:
         if run.emit:
             run.emit(ToolCallStarted(step=turn.step, call=call))
         started = time.perf_counter()
-        task = asyncio.get_running_loop().create_task(run.run_tool(turn.step, index, call), context=turn.context)
-        record, replayed = await task
+        run_tool = run.run_tool
+
+        async def committed() -> tuple[ToolRecord, bool]:
+            # Committed at once: if the turn fails later, the finished call must stay finished.
+            async with atransaction(commit_mode=CommitMode.EAGER):
+                return await run_tool(turn.step, index, call)
+
+        record, replayed = await asyncio.get_running_loop().create_task(committed(), context=turn.context)
         turn.stats.tool_calls += 1
         turn.stats.tool_errors += record.result.is_error
         if replayed:
@@ -388,7 +402,7 @@ class AcpTransport:
         except AcpError as exc:
             if isinstance(exc, RemoteError):
                 raise
-            raise AcpError(f"{exc}{self._exit_detail()}") from exc
+            raise AcpError(f"{exc}{await self._exit_detail()}") from exc
 
     async def _new_session(self) -> str:
         reply = await self._request("session/new", {"cwd": self.config.cwd, "mcpServers": self._mcp_servers()})
@@ -457,8 +471,9 @@ class AcpTransport:
         outcome: dict[str, Any] = {}
 
         async def prompt() -> None:
+            assert self._connection is not None
             try:
-                outcome["reply"] = await self._request(
+                outcome["reply"] = await self._connection.request(
                     "session/prompt", {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
                 )
             except Exception as exc:
@@ -481,8 +496,8 @@ class AcpTransport:
         if "error" in outcome:
             self._turn = None
             error = outcome["error"]
-            if isinstance(error, AcpError) and not isinstance(error, RemoteError) and "exited" in str(error):
-                raise AcpError(f"acp: the agent exited during the turn{self._exit_detail()}") from error
+            if isinstance(error, AcpError) and not isinstance(error, RemoteError):
+                raise AcpError(f"acp: the agent exited during the turn{await self._exit_detail()}") from error
             raise error if isinstance(error, AcpError) else AcpError(f"acp: session/prompt failed: {describe(error)}")
         await anyio.sleep(self.config.settle)
         self._turn = None

@@ -1,0 +1,282 @@
+"""The ACP transport against a scripted ACP agent, through real Prefect runs."""
+
+import os
+
+import anyio
+import pytest
+from acp_fixtures import HTTP
+from cli_fixtures import alive
+from helpers.prefect_api import task_runs
+
+from nexusflow import (
+    AcpError,
+    RunFinished,
+    TextChunk,
+    ThoughtChunk,
+    ToolCallFinished,
+    ToolCallStarted,
+    Toolkit,
+    Transport,
+    create_cli_client,
+    tool,
+)
+
+pytestmark = pytest.mark.anyio
+
+calls: list[tuple[int, int]] = []
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    calls.append((a, b))
+    return a + b
+
+
+def client_for(agent, transport=Transport.ACP, env=None, **options):
+    env = {**agent.env, **(env or {})}
+    return create_cli_client(style=agent.style, command=agent.command, transport=transport, env=env, **options)
+
+
+async def run(agent, session_id, prompt="go", transport=Transport.ACP, **options):
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        return await client_for(agent, transport, **options).run(prompt, toolkit, session_id=session_id)
+
+
+async def test_a_turn_with_served_tools_permissions_and_the_token(agent, session_id):
+    calls.clear()
+    agent.script(
+        [
+            [
+                {"thought": "let me add"},
+                {"tool": "add", "arguments": {"a": 1, "b": 2}, "permission": True},
+                {"tool": "add", "arguments": {"a": 3, "b": 4}},
+                {"shell": "rm -rf /"},
+                {"unauthorized": True},
+                {"say": "1+2=3 "},
+                {"say": "and 3+4=7"},
+                {"usage": {"inputTokens": 12, "outputTokens": 5}},
+            ]
+        ]
+    )
+    result = await run(agent, session_id, system_prompt="Be exact.")
+    assert result.status == "completed", result.error
+    assert result.text == "1+2=3 and 3+4=7"
+    assert calls == [(1, 2), (3, 4)]
+    assert [e["text"] for e in agent.log("tool_result")] == ["3", "7"]
+    assert agent.log("tool_permission")[0]["outcome"] == {"outcome": "selected", "optionId": "yes"}
+    assert agent.log("shell_permission")[0]["outcome"] == {"outcome": "selected", "optionId": "no"}
+    assert agent.log("unauthorized")[0]["status"] == 401
+    (initialize,) = agent.received("initialize")
+    assert initialize["params"]["protocolVersion"] == 1
+    assert initialize["params"]["clientCapabilities"] == {
+        "fs": {"readTextFile": False, "writeTextFile": False},
+        "terminal": False,
+    }
+    (new,) = agent.received("session/new")
+    (server,) = new["params"]["mcpServers"]
+    assert server["type"] == "http" and server["url"].startswith("http://127.0.0.1:")
+    assert server["name"].startswith("nexusflow_")
+    assert os.path.isabs(new["params"]["cwd"])
+    (prompt,) = agent.received("session/prompt")
+    assert prompt["params"]["prompt"] == [{"type": "text", "text": "Be exact.\n\ngo"}]
+    assert result.metrics.tool_calls == 2 and result.metrics.launches == 0
+    assert (result.metrics.input_tokens, result.metrics.output_tokens) == (12, 5)
+    assert [m.role for m in result.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    runs = await task_runs(result.flow_run_id, expected=4)
+    assert sorted(r.name for r in runs) == ["acp-session", "tool-0-add", "tool-0-add", "turn-0"]
+    turn = next(r for r in runs if r.name == "turn-0")
+    for served in (r for r in runs if r.name == "tool-0-add"):
+        parents = [str(parent.id) for parent in served.task_inputs.get("__parents__", [])]
+        assert parents == [str(turn.id)], "each served call is a task run under the turn"
+
+
+async def test_the_parents_secrets_do_not_reach_the_agent(agent, session_id, monkeypatch):
+    monkeypatch.setenv("NF_PARENT_SECRET", "must-not-cross")
+    agent.script([[{"say": "ok"}]])
+    result = await run(agent, session_id, env={"GIVEN": "${NF_PARENT_SECRET}-on-purpose"})
+    assert result.status == "completed", result.error
+    env = agent.log("started")[0]["env"]
+    assert "must-not-cross" not in {k: v for k, v in env.items() if k != "GIVEN"}.values()
+    assert "NF_PARENT_SECRET" not in env
+    assert env["GIVEN"] == "must-not-cross-on-purpose"
+    assert env["SCRIPTED_STYLE_ENV"] == "from-style"
+    assert env["PATH"] == os.environ["PATH"]
+
+
+async def test_odd_agent_behaviour_is_tolerated(agent, session_id):
+    agent.script(
+        [
+            [
+                {"update": {"sessionUpdate": "hologram_update", "payload": 1}},
+                {"malformed": True},
+                {"request": "fs/read_text_file"},
+                {"say": "before "},
+                {"stop": "galaxy_brain"},
+                {"after": [{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "after"}}]},
+            ]
+        ]
+    )
+    result = await run(agent, session_id)
+    assert result.status == "completed", result.error
+    assert result.text == "before after"
+    assert result.metrics.stop_reasons == ["galaxy_brain"]
+    (refused,) = agent.log("request_refused")
+    assert refused["error"]["code"] == -32601
+
+
+async def test_streaming_over_acp_is_incremental(agent, session_id):
+    agent.script(
+        [[{"thought": "thinking"}, {"say": "one "}, {"tool": "add", "arguments": {"a": 1, "b": 1}}, {"say": "two"}]]
+    )
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        events = [e async for e in client_for(agent).stream("go", toolkit, session_id=session_id)]
+    kinds = [type(e) for e in events]
+    assert kinds == [ThoughtChunk, TextChunk, ToolCallStarted, ToolCallFinished, TextChunk, RunFinished]
+    assert events[-1].result.text == "one two"
+
+
+async def test_a_timeout_cancels_then_ends_the_turn(agent, session_id):
+    agent.script([[{"say": "working"}, {"sleep": 60}]])
+    result = await run(agent, session_id, timeout=2)
+    assert result.status == "failed"
+    assert result.error == "acp: timed out after 2000ms"
+    assert agent.log("cancelled"), "session/cancel reached the agent"
+    assert agent.received("session/cancel")[0]["params"]["sessionId"]
+    pid = agent.log("started")[0]["pid"]
+    await anyio.sleep(0.3)
+    assert not alive(pid)
+
+
+async def test_a_crash_mid_turn_is_a_clear_error_and_leaves_no_process(agent, session_id):
+    agent.script([[{"say": "partial"}, {"crash": 3}]])
+    result = await run(agent, session_id)
+    assert result.status == "failed"
+    assert result.error.startswith("acp: the agent exited during the turn (exit 3)")
+    await anyio.sleep(0.3)
+    assert not alive(agent.log("started")[0]["pid"])
+
+
+@pytest.mark.parametrize("version", ["1", True, 1.5, 2, None])
+async def test_a_bad_protocol_version_stops_before_any_session(agent, session_id, version):
+    agent.script([[{"say": "never"}]], initialize={"protocolVersion": version, "agentCapabilities": HTTP})
+    result = await run(agent, session_id)
+    assert result.status == "failed"
+    assert result.error.startswith("acp: the agent answered protocolVersion")
+    assert agent.received("session/new") == []
+
+
+@pytest.mark.parametrize("capabilities", [{"sessionCapabilities": {"resume": {}}}, {"loadSession": True}])
+async def test_a_resumed_run_reuses_the_agent_session(agent, session_id, capabilities):
+    calls.clear()
+    agent.script(
+        [
+            [{"tool": "add", "arguments": {"a": 5, "b": 5}}, {"crash": 9}],
+            [{"tool": "add", "arguments": {"a": 5, "b": 5}}, {"say": "ten"}],
+        ],
+        capabilities={**HTTP, **capabilities},
+    )
+    first = await run(agent, session_id)
+    assert first.status == "failed"
+    second = await run(agent, session_id)
+    assert second.status == "completed", second.error
+    assert second.text == "ten"
+    assert calls == [(5, 5)], "the finished tool call of the crashed turn is replayed, not run again"
+    assert len(agent.received("session/new")) == 1
+    assert len(agent.log("started")) == 2, "one agent process per flow run"
+    method = "session/resume" if "sessionCapabilities" in capabilities else "session/load"
+    (reopened,) = agent.received(method)
+    first, again = agent.received("session/prompt")
+    assert reopened["params"]["sessionId"] == first["params"]["sessionId"] == again["params"]["sessionId"]
+    assert second.metrics.replayed_tool_calls == 1
+
+
+async def test_without_resume_or_load_a_fresh_session_gets_the_transcript(agent, session_id):
+    agent.script([[{"crash": 9}], [{"say": "fresh"}]], capabilities=HTTP)
+    assert (await run(agent, session_id, prompt="remember me")).status == "failed"
+    second = await run(agent, session_id, prompt="remember me")
+    assert second.status == "completed", second.error
+    assert len(agent.received("session/new")) == 2
+    assert "remember me" in agent.received("session/prompt")[1]["params"]["prompt"][0]["text"]
+
+
+async def test_model_selection_prefers_the_config_option(agent, session_id):
+    options = [{"id": "group", "options": [{"id": "engine", "category": "model", "currentValue": "a"}]}]
+    agent.script([[{"say": "ok"}]], session={"configOptions": options})
+    result = await run(agent, session_id, model="big-model")
+    assert result.status == "completed", result.error
+    (chosen,) = agent.received("session/set_config_option")
+    assert chosen["params"]["configId"] == "engine" and chosen["params"]["value"] == "big-model"
+    assert agent.received("session/set_model") == []
+
+
+async def test_model_selection_falls_back_to_set_model_then_fails_clearly(agent, session_id, tmp_path):
+    agent.script([[{"say": "ok"}]])
+    assert (await run(agent, session_id, model="m1")).status == "completed"
+    assert agent.received("session/set_model")[0]["params"]["modelId"] == "m1"
+    agent.script([[{"say": "ok"}]], set_model="missing")
+    result = await run(agent, session_id + "-b", model="m2")
+    assert result.status == "failed"
+    assert result.error.startswith("acp: the agent has no model config option and no session/set_model")
+
+
+async def test_agents_without_http_mcp_get_the_stdio_bridge(agent, session_id):
+    calls.clear()
+    agent.script([[{"tool": "add", "arguments": {"a": 20, "b": 22}}, {"say": "bridged"}]], capabilities={})
+    result = await run(agent, session_id)
+    assert result.status == "completed", result.error
+    (server,) = agent.received("session/new")[0]["params"]["mcpServers"]
+    assert "type" not in server and server["args"][:3] == ["-m", "nexusflow", "mcp-bridge"]
+    assert [e["text"] for e in agent.log("tool_result")] == ["42"]
+    assert calls == [(20, 22)]
+
+
+async def test_auto_picks_acp_when_the_agent_answers_and_logs_why(agent, session_id, caplog):
+    agent.script([[{"say": "over acp"}]])
+    result = await run(agent, session_id, transport=Transport.AUTO)
+    assert result.text == "over acp"
+    assert agent.received("initialize")
+
+
+async def test_auto_falls_back_to_the_one_shot_transport(agent, session_id, fake):
+    from nexusflow import AcpLaunch, CliStyle
+
+    style = CliStyle(
+        name="half",
+        args=[],
+        prompt_mode="stdin",
+        verified="test",
+        acp=AcpLaunch(args=["--acp"], verified="test"),
+    )
+    fake.script({"stdout": '{"content": "one-shot answer"}'}, {"stdout": '{"content": "one-shot answer"}'})
+    client = create_cli_client(style=style, command=fake.command, transport=Transport.AUTO, env=agent.env)
+    result = await client.run("hi", session_id=session_id)
+    assert result.status == "completed", result.error
+    assert result.text == "one-shot answer"
+
+
+def test_the_cwd_must_resolve_inside_the_workspace(agent, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "escape").symlink_to(tmp_path)
+    with pytest.raises(AcpError, match="outside the workspace"):
+        client_for(agent, workspace=workspace, cwd=workspace / "escape")
+    client_for(agent, workspace=workspace, cwd=workspace)
+
+
+async def test_explicit_acp_without_a_launch_is_an_error(fake, session_id):
+    from nexusflow import CliStyles
+
+    result = await create_cli_client(style=CliStyles.CLAUDE, command=fake.command, transport=Transport.ACP).run(
+        "hi", session_id=session_id
+    )
+    assert result.status == "failed"
+    assert result.error == 'acp: style "claude" speaks ACP through an adapter: pass its path as acp_command'
