@@ -14,6 +14,7 @@ Actions: {"say": text}, {"thought": text}, {"update": {...}}, {"tool": name, "ar
 "permission": true}, {"shell": command}, {"unauthorized": true}, {"request": method},
 {"malformed": true}, {"sleep": seconds}, {"crash": code}, {"stop": reason},
 {"usage": {...}}, {"after": [update, ...]}.
+With --one-shot it is a one-shot CLI instead: it reads a prompt and prints a final answer.
 Sessions are kept in $ACP_AGENT_DIR/sessions.json and prompts are counted in
 $ACP_AGENT_DIR/prompt_count, so a second agent process continues the script and can load
 the first one's sessions.
@@ -25,8 +26,14 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+if sys.argv[1:] == ["--one-shot"]:  # the same agent as a one-shot CLI, for benchmarks
+    sys.stdin.read()
+    sys.stdout.write('{"content": "ok"}\n')
+    sys.exit(0)
 
 ROOT = Path(os.environ["ACP_AGENT_DIR"])
 SCRIPT = json.loads((ROOT / "script.json").read_text())
@@ -226,9 +233,11 @@ class Agent:
             if outcome.get("optionId") not in ("yes", "always"):
                 return
         client = await self.client(session)
+        started = time.perf_counter()
         result = await client.call_tool(action["tool"], action.get("arguments", {}))
+        seconds = time.perf_counter() - started
         text = "".join(getattr(block, "text", "") for block in result.content)
-        log("tool_result", tool=action["tool"], text=text, is_error=result.is_error)
+        log("tool_result", tool=action["tool"], text=text, is_error=result.is_error, seconds=seconds)
         self.update(session, {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "completed"})
 
     async def unauthorized(self, session: str) -> None:

@@ -81,7 +81,10 @@ class AcpConfig(BaseModel):
     handshake_timeout: float = Field(default=60.0, gt=0)
     cancel_grace: float = Field(default=5.0, ge=0)
     settle: float = Field(
-        default=0.05, ge=0, description="How long updates that follow a prompt's response still count."
+        default=0.02,
+        ge=0,
+        description="Updates that follow a prompt's response still count until the agent has been quiet this long"
+        " (at most ten times as long in all).",
     )
 
 
@@ -284,9 +287,9 @@ class AcpTransport:
     def _on_stderr(self, line: str) -> None:
         self._stderr_lines += 1
         if self._stderr_lines <= _STDERR_LOG_LINES:
-            logger.info("agent stderr: %s", line)
+            self._log(f"agent stderr: {line}")
         elif self._stderr_lines == _STDERR_LOG_LINES + 1:
-            logger.info("agent stderr: more lines follow; only the last %d are kept", _STDERR_LOG_LINES)
+            self._log(f"agent stderr: more than {_STDERR_LOG_LINES} lines; the rest are not logged")
 
     # ---- what the agent asks of us -------------------------------------------------------
 
@@ -307,7 +310,7 @@ class AcpTransport:
             tool = identify(tool_call, served.name, served.tools) or identify(announced, served.name, served.tools)
         outcome = choose(params.get("options"), allow=tool is not None)
         verdict = f"allowed ({tool})" if tool else "rejected"
-        logger.info("acp: permission for %s %s", tool_call.get("title") or call_id, verdict)
+        self._log(f"acp: permission for {tool_call.get('title') or call_id}: {verdict}")
         return outcome
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
@@ -499,9 +502,18 @@ class AcpTransport:
             if isinstance(error, AcpError) and not isinstance(error, RemoteError):
                 raise AcpError(f"acp: the agent exited during the turn{await self._exit_detail()}") from error
             raise error if isinstance(error, AcpError) else AcpError(f"acp: session/prompt failed: {describe(error)}")
-        await anyio.sleep(self.config.settle)
+        await self._settle()
         self._turn = None
         return self._reply(turn, outcome.get("reply"))
+
+    async def _settle(self) -> None:
+        """Let updates the agent sent just after its response join the turn."""
+        deadline = time.monotonic() + 10 * self.config.settle
+        while time.monotonic() < deadline:
+            seen = len(self.updates)
+            await anyio.sleep(self.config.settle)
+            if len(self.updates) == seen:
+                return
 
     async def _cancel(self, done: anyio.Event) -> None:
         self._cancelling = True
