@@ -117,6 +117,8 @@ async def test_odd_agent_behaviour_is_tolerated(agent, session_id):
         [
             [
                 {"update": {"sessionUpdate": "hologram_update", "payload": 1}},
+                {"notify": "_auth/status_update"},
+                {"stderr": 50_000},
                 {"malformed": True},
                 {"request": "fs/read_text_file"},
                 {"say": "before "},
@@ -131,6 +133,25 @@ async def test_odd_agent_behaviour_is_tolerated(agent, session_id):
     assert result.metrics.stop_reasons == ["galaxy_brain"]
     (refused,) = agent.log("request_refused")
     assert refused["error"]["code"] == -32601
+
+
+async def test_a_message_over_64_kib_arrives_whole(agent, session_id):
+    big = "é" * 200_000
+    agent.script([[{"say": big}]])
+    result = await run(agent, session_id)
+    assert result.status == "completed", result.error
+    assert result.text == big
+
+
+async def test_the_served_toolkit_closes_with_the_session(agent, session_id):
+    import httpx2
+
+    agent.script([[{"say": "ok"}]])
+    assert (await run(agent, session_id)).status == "completed"
+    url = agent.received("session/new")[0]["params"]["mcpServers"][0]["url"]
+    with pytest.raises(httpx2.ConnectError):
+        async with httpx2.AsyncClient() as http:
+            await http.post(url, json={})
 
 
 async def test_streaming_over_acp_is_incremental(agent, session_id):

@@ -12,7 +12,7 @@ $ACP_AGENT_DIR/log.jsonl; $ACP_AGENT_DIR/script.json says what to do:
 
 Actions: {"say": text}, {"thought": text}, {"update": {...}}, {"tool": name, "arguments": {},
 "permission": true}, {"shell": command}, {"unauthorized": true}, {"request": method},
-{"malformed": true}, {"sleep": seconds}, {"crash": code}, {"stop": reason},
+{"notify": method}, {"stderr": line count}, {"malformed": true}, {"sleep": seconds}, {"crash": code}, {"stop": reason},
 {"usage": {...}}, {"after": [update, ...]}.
 With --one-shot it is a one-shot CLI instead: it reads a prompt and prints a final answer.
 Sessions are kept in $ACP_AGENT_DIR/sessions.json and prompts are counted in
@@ -161,6 +161,11 @@ class Agent:
                     log("request_answered", method=action["request"], result=result)
                 except RuntimeError as exc:
                     log("request_refused", method=action["request"], error=json.loads(str(exc)))
+            elif "notify" in action:
+                self.send({"jsonrpc": "2.0", "method": action["notify"], "params": {"anything": True}})
+            elif "stderr" in action:
+                sys.stderr.write("agent log line\n" * action["stderr"])
+                sys.stderr.flush()
             elif "malformed" in action:
                 self.writer.write(b"this is not json {\n")
             elif "sleep" in action:
