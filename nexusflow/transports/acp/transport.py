@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -47,6 +46,7 @@ from ...messages import (
     UserMessage,
 )
 from ..base import Remember
+from ..cli.process import kill_group
 from ..cli.style import CliStyle
 from .bridge import TOKEN_VARIABLE
 from .connection import Connection, MethodNotFound, RemoteError, as_object
@@ -118,13 +118,6 @@ def capability(capabilities: Any, *path: str) -> bool:
             return False
         value = value.get(key)
     return value is True or isinstance(value, dict)
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _text_of(content: Any) -> str:
@@ -277,7 +270,7 @@ class AcpTransport:
                 await process.stdin.aclose()
             with anyio.move_on_after(1):
                 await process.wait()
-            _kill_group(process.pid)
+            kill_group(process.pid)
             await process.aclose()
 
     async def close(self) -> None:
@@ -526,7 +519,7 @@ class AcpTransport:
             with anyio.move_on_after(self.config.cancel_grace):
                 await done.wait()
             if not done.is_set() and self._process is not None:
-                _kill_group(self._process.pid)
+                kill_group(self._process.pid)
         finally:
             self._cancelling = False
 

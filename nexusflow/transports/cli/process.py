@@ -26,7 +26,8 @@ class Finished:
     seconds: float
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL a whole process group; one that is already gone is fine."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -78,11 +79,11 @@ async def run_cli(
                 if stdin is not None:
                     group.start_soon(_feed, process, stdin)
                 code = await process.wait()
-                _kill_group(process.pid)
+                kill_group(process.pid)
         if deadline.cancelled_caught:
             raise cli_timed_out(round(timeout * 1000))
     finally:
         with anyio.CancelScope(shield=True):
-            _kill_group(process.pid)
+            kill_group(process.pid)
             await process.aclose()
     return Finished(code=code, stdout=b"".join(stdout), stderr=b"".join(stderr), seconds=time.perf_counter() - started)
