@@ -10,16 +10,20 @@ from .errors import (
     MissingVariableError,
     ModelError,
     NexusflowError,
+    ResumeError,
     SessionIdError,
     ToolkitError,
 )
 from .events import RunFinished, StreamEvent, TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
 from .flows import agent_run
+from .memory import ConversationStore, LocalConversationStore
 from .messages import (
+    Answer,
     AssistantMessage,
     Message,
     ModelReply,
     ModelRequest,
+    Request,
     RunMetrics,
     RunResult,
     SystemMessage,
@@ -31,23 +35,32 @@ from .messages import (
     Usage,
     UserMessage,
 )
+from .policies import ToolPolicy, TransientError
+from .suspension import Suspended, Suspension, current_answer, suspend
 from .testing import ScriptedModel, follow_prompt
 from .toolkit import FunctionTool, Tool, Toolkit, tool
 from .transports.choice import Transport
 from .transports.cli import UNVERIFIED, AcpLaunch, CliStyle, CliStyles, load_cli_style
+from .waits import AnswerForm, DeploymentSuspension, EventWait, Polling, PrefectPause, answer_flow_run
 
 __all__ = [
     "UNVERIFIED",
     "AcpError",
     "AcpLaunch",
+    "Answer",
+    "AnswerForm",
     "AssistantMessage",
     "CliError",
     "CliStyle",
     "CliStyles",
     "Client",
     "ClientOptions",
+    "ConversationStore",
+    "DeploymentSuspension",
+    "EventWait",
     "FunctionTool",
     "HookError",
+    "LocalConversationStore",
     "MaxTurnsExceeded",
     "McpServerError",
     "Message",
@@ -56,12 +69,18 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "NexusflowError",
+    "Polling",
+    "PrefectPause",
+    "Request",
+    "ResumeError",
     "RunFinished",
     "RunMetrics",
     "RunResult",
     "ScriptedModel",
     "SessionIdError",
     "StreamEvent",
+    "Suspended",
+    "Suspension",
     "SystemMessage",
     "TextChunk",
     "ThoughtChunk",
@@ -70,18 +89,23 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolMessage",
+    "ToolPolicy",
     "ToolResult",
     "ToolSpec",
     "Toolkit",
     "ToolkitError",
+    "TransientError",
     "Transport",
     "TurnStats",
     "Usage",
     "UserMessage",
     "agent_run",
+    "answer_flow_run",
     "create_cli_client",
     "create_in_process_client",
+    "current_answer",
     "follow_prompt",
     "load_cli_style",
+    "suspend",
     "tool",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import NoRuntimeError
@@ -16,7 +16,7 @@ from .errors import NoRuntimeError
 if TYPE_CHECKING:
     from .client import Client, ClientOptions
     from .events import Emit
-    from .messages import ToolCall
+    from .messages import Answer, ToolCall
     from .tasks import ToolRecord
     from .toolkit import Toolkit
     from .transports import ModelTransport
@@ -32,6 +32,7 @@ class PendingRun:
     client: Client
     toolkit: Toolkit
     emit: Emit | None = None
+    answers: dict[str, Answer] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

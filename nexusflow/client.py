@@ -6,7 +6,7 @@ import math
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -14,16 +14,21 @@ from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._runtime import PendingRun, pending_run
-from .errors import CliError, SessionIdError, cli_command_required, describe
+from .errors import CliError, ResumeError, SessionIdError, cli_command_required, describe
 from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run
 from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
-from .messages import RunResult
+from .memory import ConversationStore, LocalConversationStore, SessionRecord, SessionStore
+from .messages import Answer, Message, Request, RunResult, SystemMessage
+from .policies import ToolPolicy
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
 from .transports.acp.transport import AcpConfig, check_cwd
 from .transports.choice import Transport, agent_cli_transport
 from .transports.cli import CliConfig, CliStyle, CliStyles, resolve_style
+
+WaitFor = Callable[[Request], Awaitable[Answer]]
+"""Resolves a suspended call's request: see ``nexusflow.waits`` for the built-in ones."""
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
@@ -40,6 +45,9 @@ class ClientOptions(BaseModel):
     after_llm: AfterLlm | None = None
     before_tool: BeforeTool | None = None
     after_tool: AfterTool | None = None
+    wait_for: WaitFor | None = None
+    policies: dict[str, ToolPolicy] = Field(default_factory=dict)
+    conversation_store: ConversationStore | None = None
 
 
 def new_session_id() -> str:
@@ -64,19 +72,44 @@ class Client:
     async def run(self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None) -> RunResult:
         """Run the ``agent_run`` flow (a subflow when called inside a flow) and return its
         result. Failures are reported in the result (``status="failed"``, ``error``),
-        not raised. Run again with the same ``session_id`` to resume a crashed run."""
-        return await self._run(prompt, toolkit, session_id, None)
+        not raised. Run again with the same ``session_id`` to resume a crashed run; a run
+        that ends ``pending`` goes on with ``resume``."""
+        return await self._start(SessionRecord(prompt=prompt), toolkit, session_id)
+
+    async def resume(self, session_id: str, answer: Answer, toolkit: Toolkit | None = None) -> RunResult:
+        """Continue a ``pending`` run with the answer to its request, in this process or
+        any other: finished steps replay, the answered call runs, the run goes on."""
+        check_session_id(session_id)
+        record = await self._sessions.get(session_id)
+        if record is None:
+            raise ResumeError(f'resume: no session "{session_id}" is known in {self._sessions.directory}')
+        if record.pending is None:
+            raise ResumeError(f'resume: session "{session_id}" is not waiting for an answer')
+        if answer.id != record.pending.id:
+            raise ResumeError(
+                f'resume: the answer is for "{answer.id}", but session "{session_id}" waits for "{record.pending.id}"'
+            )
+        return await self._start(record, toolkit, session_id, answers={answer.id: answer})
+
+    async def ask(self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str) -> RunResult:
+        """One exchange of a conversation that goes on across runs and processes: the
+        earlier messages come from the conversation store and the new ones are saved."""
+        check_session_id(conversation_id)
+        history = await self._conversations.get(conversation_id)
+        exchange = sum(message.role == "user" for message in history)
+        record = SessionRecord(prompt=prompt, history=history, conversation_id=conversation_id)
+        return await self._start(record, toolkit, f"{conversation_id}.{exchange}")
 
     async def stream(
         self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None
     ) -> AsyncIterator[StreamEvent]:
-        """``run``, yielding events as it goes: text chunks, tool calls and their results,
-        and last ``RunFinished`` with the result."""
+        """``run``, yielding events as it goes: text chunks, thoughts, tool calls and their
+        results, and last ``RunFinished`` with the result."""
         send, receive = anyio.create_memory_object_stream[StreamEvent](math.inf)
 
         async def produce() -> None:
             async with send:
-                result = await self._run(prompt, toolkit, session_id, send.send_nowait)
+                result = await self._start(SessionRecord(prompt=prompt), toolkit, session_id, emit=send.send_nowait)
                 send.send_nowait(RunFinished(result=result))
 
         async with anyio.create_task_group() as group:
@@ -85,14 +118,46 @@ class Client:
                 async for event in receive:
                     yield event
 
-    async def _run(self, prompt: str, toolkit: Toolkit | None, session_id: str | None, emit: Emit | None) -> RunResult:
+    @property
+    def _conversations(self) -> ConversationStore:
+        return self.options.conversation_store or LocalConversationStore()
+
+    @property
+    def _sessions(self) -> SessionStore:
+        return SessionStore()
+
+    async def _start(
+        self,
+        record: SessionRecord,
+        toolkit: Toolkit | None,
+        session_id: str | None,
+        *,
+        emit: Emit | None = None,
+        answers: dict[str, Answer] | None = None,
+    ) -> RunResult:
         session_id = check_session_id(session_id) if session_id is not None else new_session_id()
-        pending = PendingRun(client=self, toolkit=toolkit if toolkit is not None else Toolkit(), emit=emit)
+        sessions = self._sessions
+        await sessions.save(session_id, record.model_copy(update={"pending": None}))
+        pending = PendingRun(
+            client=self, toolkit=toolkit if toolkit is not None else Toolkit(), emit=emit, answers=answers or {}
+        )
         token = pending_run.set(pending)
         try:
-            state = await agent_run(prompt=prompt, session_id=session_id, return_state=True)
+            state = await agent_run(
+                prompt=record.prompt, session_id=session_id, history=record.history or None, return_state=True
+            )
         finally:
             pending_run.reset(token)
+        result = await self._result(state, session_id)
+        if result.status == "pending":
+            await sessions.save(session_id, record.model_copy(update={"pending": result.request}))
+        elif result.status == "completed" and record.conversation_id is not None:
+            kept: list[Message] = [message for message in result.messages if not isinstance(message, SystemMessage)]
+            await self._conversations.save(record.conversation_id, kept)
+        return result
+
+    @staticmethod
+    async def _result(state: Any, session_id: str) -> RunResult:
         try:
             value = await state.aresult(raise_on_failure=False)
         except Exception as exc:

@@ -28,6 +28,10 @@ class MissingVariableError(ToolkitError):
         super().__init__(f"environment variable ${{{variable}}} is not set")
 
 
+class McpCallError(NexusflowError):
+    """An MCP tool call failed in transport (not a tool error the server reported)."""
+
+
 class ModelError(NexusflowError):
     """A model turn could not be produced or its reply could not be read."""
 
@@ -48,6 +52,10 @@ class SessionIdError(NexusflowError, ValueError):
         super().__init__(f"invalid session id {session_id!r}: use 1-128 letters, digits, '.', '_' or '-'")
 
 
+class ResumeError(NexusflowError):
+    """``client.resume`` was asked to continue something it cannot."""
+
+
 class NoRuntimeError(NexusflowError):
     def __init__(self) -> None:
         super().__init__("agent_run needs a client and a toolkit: start it with `await client.run(prompt, toolkit)`")
@@ -60,6 +68,10 @@ def tool_error_unknown(name: str, known: list[str]) -> str:
 
 def tool_error_arguments(name: str, detail: str) -> str:
     return f'error: invalid arguments for tool "{name}": {detail}'
+
+
+def tool_error_timed_out(name: str, seconds: float) -> str:
+    return f'error: tool "{name}" timed out after {seconds:g}s'
 
 
 def tool_error_raised(name: str, exc: BaseException) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
@@ -180,12 +181,36 @@ class ModelReply(BaseModel):
         return AssistantMessage(content=self.content, tool_calls=list(self.tool_calls) or None)
 
 
+class Request(BaseModel):
+    """What a suspended call asks for. ``tool`` and ``arguments`` are filled in by the run."""
+
+    id: str = ""
+    kind: Literal["approval", "input", "auth"] = "approval"
+    prompt: str
+    url: str | None = None
+    data: Any = None
+    expires_at: datetime | None = None
+    tool: str | None = None
+    arguments: str | None = None
+
+
+class Answer(BaseModel):
+    """The answer to a ``Request``. ``reason="expired"`` tells the model it timed out."""
+
+    id: str
+    ok: bool
+    data: Any = None
+    reason: str | None = None
+
+
 class ToolResult(BaseModel):
     """A tool's output as the model will read it; ``is_error`` marks a failure the model
-    should see (unknown tool, invalid arguments, a raising tool)."""
+    should see (unknown tool, invalid arguments, a raising tool). ``pending`` marks a call
+    that suspended: it waits for an answer to that request."""
 
     content: str
     is_error: bool = False
+    pending: Request | None = None
 
 
 class RunMetrics(BaseModel):
@@ -204,6 +229,7 @@ class RunMetrics(BaseModel):
     output_tokens: int = 0
     launches: int = 0
     repairs: int = 0
+    suspensions: int = 0
     stop_reasons: list[str] = Field(
         default_factory=list, description="Each turn's stop reason, where the agent gave one."
     )
@@ -217,3 +243,4 @@ class RunResult(BaseModel):
     session_id: str
     flow_run_id: str | None = None
     error: str | None = None
+    request: Request | None = Field(default=None, description="What a pending run waits for.")

@@ -28,6 +28,9 @@ TurnStep = Callable[[int, ModelRequest], Awaitable[tuple[TurnRecord, bool]]]
 ToolStep = Callable[[int, int, ToolCall], Awaitable[tuple[ToolRecord, bool]]]
 """(step, index, call) -> (record, replayed)"""
 
+SettleStep = Callable[[int, int, ToolCall, ToolRecord, bool], Awaitable[tuple[ToolRecord, bool]]]
+"""A suspended call's record -> the record the model reads (after asking); others pass."""
+
 
 @dataclass
 class LoopState:
@@ -38,9 +41,13 @@ class LoopState:
     metrics: RunMetrics = field(default_factory=RunMetrics)
 
 
-def opening_messages(prompt: str, system_prompt: str | None, instructions: str | None) -> list[Message]:
+def opening_messages(
+    prompt: str, system_prompt: str | None, instructions: str | None, history: list[Message] | None = None
+) -> list[Message]:
+    """The system message (system prompt and skills), an earlier conversation, the prompt."""
     system = "\n\n".join(part for part in (system_prompt, instructions) if part)
     messages: list[Message] = [SystemMessage(content=system)] if system else []
+    messages.extend(message for message in history or [] if not isinstance(message, SystemMessage))
     messages.append(UserMessage(content=prompt))
     return messages
 
@@ -84,6 +91,7 @@ def _count_turn(metrics: RunMetrics, record: TurnRecord, replayed: bool) -> None
 def _count_tool(metrics: RunMetrics, record: ToolRecord, replayed: bool) -> None:
     metrics.tool_calls += 1
     metrics.tool_errors += record.result.is_error
+    metrics.suspensions += record.suspended
     if replayed:
         metrics.replayed_tool_calls += 1
     else:
@@ -98,10 +106,12 @@ async def drive(
     max_turns: int,
     run_turn: TurnStep,
     run_tool: ToolStep,
+    settle: SettleStep | None = None,
     emit: Emit | None = None,
 ) -> str:
     """Run turns until the model answers without tool calls; return that answer.
-    ``emit`` receives stream events as the run goes."""
+    The calls of a turn run concurrently; then ``settle`` handles the ones that suspended,
+    one after another in call order. ``emit`` receives stream events as the run goes."""
     send = emit or (lambda event: None)
     for step in range(max_turns):
         request = ModelRequest(messages=list(state.messages), tools=tools, model=model)
@@ -119,6 +129,11 @@ async def drive(
         for call in reply.tool_calls:
             send(ToolCallStarted(step=step, call=call))
         results = await _run_calls(step, reply.tool_calls, run_tool)
+        if settle is not None:
+            results = [
+                await settle(step, index, call, record, replayed)
+                for index, (call, (record, replayed)) in enumerate(zip(reply.tool_calls, results, strict=True))
+            ]
         for call, (tool_record, tool_replayed) in zip(reply.tool_calls, results, strict=True):
             _count_tool(state.metrics, tool_record, tool_replayed)
             send(ToolCallFinished(step=step, call=call, result=tool_record.result))

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from prefect import task
+from prefect.client.orchestration import get_client
+from prefect.concurrency.asyncio import concurrency
 from prefect.context import TaskRunContext
+from prefect.exceptions import ObjectAlreadyExists
 from pydantic import BaseModel
 
 from .._runtime import current_active
 from ..hooks import call_hook, hook_returned
-from ..messages import ToolCall, ToolResult
+from ..messages import Answer, Request, ToolCall, ToolResult
+from ..policies import ToolPolicy, concurrency_limit_name, policy_for
+from ..suspension import Suspension, answer_var
 from .keys import step_key
 
 
 class ToolRecord(BaseModel):
     result: ToolResult
     seconds: float
+    suspended: bool = False
 
 
 def _as_result(hook: str, value: Any) -> ToolResult:
@@ -25,37 +34,80 @@ def _as_result(hook: str, value: Any) -> ToolResult:
         return value
     if isinstance(value, str):
         return ToolResult(content=value)
+    if isinstance(value, Suspension):
+        return ToolResult(content=f"pending: {value.request.prompt}", pending=value.request)
     raise hook_returned(hook, value)
 
 
-async def execute_tool(call: ToolCall) -> ToolRecord:
-    """The call itself, without Prefect: hooks around the toolkit."""
+_limits_set: set[tuple[str, int]] = set()
+_limits_lock = anyio.Lock()
+
+
+async def _ensure_limit(name: str, limit: int) -> None:
+    """Create or resize the global concurrency limit once per process."""
+    async with _limits_lock:
+        if (name, limit) in _limits_set:
+            return
+        async with get_client() as client:
+            try:
+                await client.upsert_global_concurrency_limit_by_name(name, limit)
+            except ObjectAlreadyExists:
+                await client.upsert_global_concurrency_limit_by_name(name, limit)
+        _limits_set.add((name, limit))
+
+
+@asynccontextmanager
+async def _limited(policy: ToolPolicy, tool: str) -> AsyncIterator[None]:
+    """Hold a slot of the tool's global concurrency limit, across all runs."""
+    if policy.concurrency is None:
+        yield
+        return
+    name = concurrency_limit_name(tool)
+    await _ensure_limit(name, policy.concurrency)
+    async with concurrency(name, occupy=1, strict=True):
+        yield
+
+
+async def execute_tool(call: ToolCall, answer: Answer | None = None) -> ToolRecord:
+    """The call itself, without Prefect: approval policy and hooks around the toolkit.
+    ``answer`` is set when the call runs again after a suspension was answered yes."""
     run = current_active()
     options = run.options
+    policy = policy_for(options.policies, call.name)
     started = time.perf_counter()
-    result: ToolResult | None = None
-    if options.before_tool is not None:
-        value = await call_hook("before_tool", options.before_tool, call)
-        if isinstance(value, ToolCall):
-            call = value
-        elif isinstance(value, dict):
-            call = ToolCall.model_validate({"id": call.id, "name": call.name, "arguments": value})
-        elif value is not None:
-            result = _as_result("before_tool", value)
-    if result is None:
-        result = await run.toolkit.call(call.name, call.arguments)
-    if options.after_tool is not None:
-        value = await call_hook("after_tool", options.after_tool, call, result)
-        if isinstance(value, str):
-            result = result.model_copy(update={"content": value})
-        elif value is not None:
-            result = _as_result("after_tool", value)
+    token = answer_var.set(answer)
+    try:
+        result: ToolResult | None = None
+        if answer is None and policy.needs_approval(call.arguments):
+            prompt = f'Allow the tool "{call.name}" to run with {call.arguments}?'
+            result = ToolResult(content=f"pending: {prompt}", pending=Request(prompt=prompt))
+        elif options.before_tool is not None:
+            value = await call_hook("before_tool", options.before_tool, call)
+            if isinstance(value, ToolCall):
+                call = value
+            elif isinstance(value, dict):
+                call = ToolCall.model_validate({"id": call.id, "name": call.name, "arguments": value})
+            elif value is not None:
+                result = _as_result("before_tool", value)
+        if result is None:
+            async with _limited(policy, call.name):
+                result = await run.toolkit.call(call.name, call.arguments, policy)
+        if options.after_tool is not None and result.pending is None:
+            value = await call_hook("after_tool", options.after_tool, call, result)
+            if isinstance(value, str):
+                result = result.model_copy(update={"content": value})
+            elif value is not None:
+                result = _as_result("after_tool", value)
+    finally:
+        answer_var.reset(token)
     return ToolRecord(result=result, seconds=time.perf_counter() - started)
 
 
 def _tool_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     call: ToolCall = parameters["call"]
-    return step_key(parameters["session_id"], parameters["step"], "tool", parameters["index"], call.model_dump())
+    answer: Answer | None = parameters.get("answer")
+    inputs = {"call": call.model_dump(), "answer": answer.model_dump(mode="json") if answer else None}
+    return step_key(parameters["session_id"], parameters["step"], "tool", parameters["index"], inputs)
 
 
 @task(
@@ -65,5 +117,5 @@ def _tool_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     result_serializer="json",
     cache_key_fn=_tool_key,
 )
-async def tool_call(session_id: str, step: int, index: int, call: ToolCall) -> ToolRecord:
-    return await execute_tool(call)
+async def tool_call(session_id: str, step: int, index: int, call: ToolCall, answer: Answer | None = None) -> ToolRecord:
+    return await execute_tool(call, answer)

@@ -9,8 +9,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from ..errors import ToolkitError, tool_error_arguments, tool_error_unknown
+import anyio
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+
+from ..errors import ToolkitError, tool_error_arguments, tool_error_raised, tool_error_timed_out, tool_error_unknown
 from ..messages import ToolResult, ToolSpec
+from ..policies import NO_POLICY, ToolPolicy
 from .functions import FunctionTool
 from .mcp import McpTool, connect_server, load_mcp_config
 from .skills import SkillTool, load_skills, skills_prompt
@@ -18,13 +22,33 @@ from .skills import SkillTool, load_skills, skills_prompt
 
 @runtime_checkable
 class Tool(Protocol):
-    """What the toolkit needs of a tool: a name, a spec for the model, and a call that
-    reports failure as an error result rather than raising."""
+    """What the toolkit needs of a tool: a name, a spec for the model, and a call. A call
+    reports bad arguments as an error result; anything else it raises is retried or
+    reported by the toolkit, under the tool's policy."""
 
     name: str
     spec: ToolSpec
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult: ...
+
+
+async def _with_policy(item: Tool, arguments: dict[str, Any], policy: ToolPolicy) -> ToolResult:
+    async def attempt() -> ToolResult:
+        if policy.timeout is None:
+            return await item.call(arguments)
+        with anyio.fail_after(policy.timeout):
+            return await item.call(arguments)
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(policy.retries + 1),
+        wait=wait_fixed(policy.retry_delay),
+        retry=retry_if_exception_type(policy.retry_on),
+        reraise=True,
+    )
+    async for trial in retrying:
+        with trial:
+            return await attempt()
+    raise AssertionError("tenacity ends with a result or the last error")
 
 
 def _origin(tool: Tool) -> str:
@@ -92,10 +116,10 @@ class Toolkit:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
-    async def call(self, name: str, arguments: str | dict[str, Any]) -> ToolResult:
-        """Run one tool call. Never raises for the model's mistakes: an unknown tool,
-        arguments that are not a JSON object and a raising tool all come back as error
-        results for the model to read."""
+    async def call(self, name: str, arguments: str | dict[str, Any], policy: ToolPolicy = NO_POLICY) -> ToolResult:
+        """Run one tool call under its policy's timeout and retries. Never raises for the
+        model's mistakes: an unknown tool, arguments that are not a JSON object, a tool
+        that raises or times out all come back as error results for the model to read."""
         item = self._tools.get(name)
         if item is None:
             return ToolResult(content=tool_error_unknown(name, self.names), is_error=True)
@@ -111,7 +135,12 @@ class Toolkit:
                 content=tool_error_arguments(name, f"expected a JSON object, got {type(parsed).__name__}"),
                 is_error=True,
             )
-        return await item.call(parsed)
+        try:
+            return await _with_policy(item, parsed, policy)
+        except TimeoutError:
+            return ToolResult(content=tool_error_timed_out(name, policy.timeout or 0), is_error=True)
+        except Exception as exc:
+            return ToolResult(content=tool_error_raised(name, exc), is_error=True)
 
     async def aclose(self) -> None:
         await self._stack.aclose()

@@ -12,8 +12,9 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_json
 
-from ..errors import ToolkitError, tool_error_arguments, tool_error_raised
+from ..errors import ToolkitError, tool_error_arguments
 from ..messages import FunctionSpec, ToolResult, ToolSpec
+from ..suspension import Suspension
 
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -88,6 +89,8 @@ class FunctionTool:
         return self.fn(*args, **kwargs)
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        """Invalid arguments are an error result; an exception the function raises
+        propagates (the toolkit applies the policy's retries, then reports it)."""
         try:
             validated = self._arguments.model_validate(arguments)
         except ValidationError as exc:
@@ -96,13 +99,12 @@ class FunctionTool:
             )
             return ToolResult(content=tool_error_arguments(self.name, detail), is_error=True)
         kwargs = {key: getattr(validated, key) for key in type(validated).model_fields}
-        try:
-            if self._is_async:
-                value = await self.fn(**kwargs)
-            else:
-                value = await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs))
-        except Exception as exc:
-            return ToolResult(content=tool_error_raised(self.name, exc), is_error=True)
+        if self._is_async:
+            value = await self.fn(**kwargs)
+        else:
+            value = await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs))
+        if isinstance(value, Suspension):
+            return ToolResult(content=f"pending: {value.request.prompt}", pending=value.request)
         return ToolResult(content=_render(value))
 
 

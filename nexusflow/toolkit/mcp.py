@@ -24,7 +24,7 @@ from mcp_types import CallToolResult, EmbeddedResource, ImageContent, TextConten
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._env import expand, expand_all, redact
-from ..errors import McpServerError, ToolkitError, describe, tool_error_raised
+from ..errors import McpCallError, McpServerError, ToolkitError, describe
 from ..messages import FunctionSpec, ToolResult, ToolSpec
 
 logger = logging.getLogger("nexusflow.mcp")
@@ -147,7 +147,7 @@ class McpTool:
         try:
             result = await self._client.call_tool(self._remote_name, arguments, read_timeout_seconds=self._timeout)
         except Exception as exc:
-            return ToolResult(content=redact(tool_error_raised(self.name, exc), self._secrets), is_error=True)
+            raise McpCallError(redact(describe(exc), self._secrets)) from exc
         text = _render(result)
         if result.is_error:
             return ToolResult(content=f'error: tool "{self.name}" failed: {text}', is_error=True)
