@@ -22,14 +22,17 @@ from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, g
 
 from .client import Client, create_cli_client, create_in_process_client
 from .errors import NexusflowError
-from .messages import RunResult
+from .memory import SessionStore
+from .messages import Answer, RunResult
 from .testing import ScriptedModel, follow_prompt
 from .toolkit import Toolkit
 from .transports.choice import Transport
 from .transports.cli import CliStyles, load_cli_style
+from .waits import answer_flow_run
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_PENDING = 3
 
 
 class UsageError(NexusflowError):
@@ -104,9 +107,15 @@ def _report(result: RunResult) -> int:
     print(summary, file=sys.stderr)
     if result.error:
         print(f"nexusflow: error: {result.error}", file=sys.stderr)
+    if result.request is not None:
+        print(f"nexusflow: waiting for an answer: {result.request.prompt}", file=sys.stderr)
+        print(
+            f"nexusflow: answer with: nexusflow run --session {result.session_id} --answer approve|deny [--data JSON]",
+            file=sys.stderr,
+        )
     if hint := ui_hint(result.flow_run_id):
         print(hint, file=sys.stderr)
-    return 0 if result.status == "completed" else EXIT_FAILED
+    return {"completed": 0, "pending": EXIT_PENDING}.get(result.status, EXIT_FAILED)
 
 
 async def _await_recording(result: RunResult, timeout: float = 20) -> None:
@@ -156,11 +165,45 @@ def _client(args: argparse.Namespace) -> Client:
     return create_in_process_client(_script(args.script) if args.script else follow_prompt, **options)
 
 
+def _data(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--data must be JSON: {exc.msg}") from exc
+
+
 async def _run(args: argparse.Namespace) -> int:
     client = _client(args)
+    if args.answer is None and args.prompt is None:
+        raise UsageError("run needs a PROMPT (or --session ID --answer approve|deny to answer a pending run)")
     async with await Toolkit.load(tools=_tools(args.tools), mcp_config=args.mcp, skills_dir=args.skills) as toolkit:
-        result = await client.run(args.prompt, toolkit, session_id=args.session)
+        if args.answer is None:
+            result = await client.run(args.prompt, toolkit, session_id=args.session)
+        else:
+            if args.session is None:
+                raise UsageError("--answer needs --session ID: the pending run to answer")
+            record = await SessionStore().get(args.session)
+            if record is None or record.pending is None:
+                raise UsageError(f'session "{args.session}" is not waiting for an answer')
+            answer = Answer(
+                id=record.pending.id, ok=args.answer == "approve", data=_data(args.data), reason=args.reason
+            )
+            result = await client.resume(args.session, answer, toolkit)
     return await _finish(result)
+
+
+async def _answer(args: argparse.Namespace) -> int:
+    """Answer a run paused or suspended by ``PrefectPause`` or ``DeploymentSuspension``."""
+    try:
+        await answer_flow_run(args.flow_run_id, approve=args.approve, data=_data(args.data), reason=args.reason)
+    except ValueError as exc:
+        raise UsageError(f"not a flow run id: {args.flow_run_id}") from exc
+    print(
+        f"nexusflow: answered flow run {args.flow_run_id}: {'approved' if args.approve else 'denied'}", file=sys.stderr
+    )
+    return 0
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -185,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run an agent on a prompt")
-    run.add_argument("prompt")
+    run.add_argument("prompt", nargs="?")
     run.add_argument(
         "--tools",
         action="append",
@@ -210,8 +253,22 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--acp-command", metavar="PATH", help="the ACP adapter of styles that need one (claude, codex)")
     run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per CLI launch (default 300)")
     run.add_argument("--system", metavar="TEXT", help="system prompt")
+    run.add_argument(
+        "--answer", choices=["approve", "deny"], help="answer the pending run of --session, and let it go on"
+    )
+    run.add_argument("--data", metavar="JSON", help="data handed to the tool with the answer")
+    run.add_argument("--reason", metavar="TEXT", help="why, with the answer")
     run.add_argument("--max-turns", type=int, default=20, metavar="N")
     run.set_defaults(handler=_run)
+
+    answer = commands.add_parser("answer", help="answer a paused or suspended run (PrefectPause, DeploymentSuspension)")
+    answer.add_argument("flow_run_id")
+    verdict = answer.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--approve", action="store_true", dest="approve")
+    verdict.add_argument("--deny", action="store_false", dest="approve")
+    answer.add_argument("--data", metavar="JSON", help="data handed to the tool with the answer")
+    answer.add_argument("--reason", metavar="TEXT")
+    answer.set_defaults(handler=_answer)
 
     bridge = commands.add_parser(
         "mcp-bridge", help="relay MCP over stdio to a served toolkit over HTTP (started by ACP agents)"

@@ -7,6 +7,7 @@ so a resumed run never asks twice.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import time
@@ -16,11 +17,16 @@ from typing import Any
 from uuid import UUID
 
 import anyio
+from anyio.abc import TaskGroup
+from prefect.client.orchestration import get_client
+from prefect.context import FlowRunContext
+from prefect.events import Event
 from prefect.events.clients import get_events_subscriber
-from prefect.events.filters import EventFilter, EventNameFilter, EventOccurredFilter, EventResourceFilter
+from prefect.events.filters import EventAnyResourceFilter, EventFilter, EventNameFilter, EventOccurredFilter
 from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import apause_flow_run, aresume_flow_run, asuspend_flow_run
 from prefect.input import RunInput
+from prefect.states import Running
 from pydantic import Field
 
 from .messages import Answer, Request
@@ -56,7 +62,8 @@ def _form(request: Request) -> type[AnswerForm]:
 
 
 def _pause_key(request: Request) -> str:
-    return f"nexusflow-{request.id}"
+    """Prefect's input keys take only lowercase letters, digits and dashes."""
+    return "nexusflow-" + hashlib.sha256(request.id.encode()).hexdigest()[:20]
 
 
 class PrefectPause:
@@ -77,9 +84,20 @@ class PrefectPause:
                 key=_pause_key(request),
             )
         except FlowPauseTimeout:
+            await _running_again()
             return Answer(id=request.id, ok=False, reason="expired")
         assert isinstance(form, AnswerForm)
         return form.to_answer(request.id)
+
+
+async def _running_again() -> None:
+    """An expired pause leaves the run Paused on the server, which would fail it at the
+    end; the run goes on (the model hears ``expired``), so it is Running again."""
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    async with get_client() as client:
+        await client.set_flow_run_state(context.flow_run.id, Running(), force=True)
 
 
 class DeploymentSuspension:
@@ -104,26 +122,64 @@ class DeploymentSuspension:
 
 class EventWait:
     """Answer yes when a Prefect event named ``event`` (about ``resource``, if given)
-    occurs, including one emitted up to ``lookback`` seconds before the wait began; the
-    answer's data is the event's payload. ``expired`` after ``timeout``."""
+    occurs, including one that occurred up to ``lookback`` seconds before the wait began;
+    the answer's data is the event's payload. ``expired`` after ``timeout``.
 
-    def __init__(self, event: str, resource: str | None = None, timeout: float = 3600, lookback: float = 300) -> None:
+    Events are read from the live stream and, every ``recheck`` seconds, from the stored
+    history: an event the server received just before the wait began may reach neither the
+    stream (already passed) nor the history (not yet written) at the first look."""
+
+    def __init__(
+        self, event: str, resource: str | None = None, timeout: float = 3600, lookback: float = 300, recheck: float = 2
+    ) -> None:
         self.event = event
         self.resource = resource
         self.timeout = timeout
         self.lookback = lookback
+        self.recheck = recheck
+
+    def _filter(self) -> EventFilter:
+        # Filtering the primary resource id is ignored by the stream's backfill; any_resource
+        # works there, and _about keeps the match exact.
+        return EventFilter(
+            event=EventNameFilter(name=[self.event]),
+            any_resource=EventAnyResourceFilter(id=[self.resource]) if self.resource else None,
+        )
+
+    def _about(self, event: Event) -> bool:
+        if self.resource is None:
+            return True
+        return event.resource.id == self.resource or any(r.id == self.resource for r in event.related)
 
     async def __call__(self, request: Request) -> Answer:
+        found: list[Event] = []
         since = datetime.now(UTC) - timedelta(seconds=self.lookback)
-        event_filter = EventFilter(
-            event=EventNameFilter(name=[self.event]),
-            occurred=EventOccurredFilter(since=since),  # type: ignore[arg-type]
-            resource=EventResourceFilter(id=[self.resource]) if self.resource else None,
-        )
-        with anyio.move_on_after(self.timeout):
-            async with get_events_subscriber(filter=event_filter) as subscriber:
+
+        async def listen(group: TaskGroup) -> None:
+            async with get_events_subscriber(filter=self._filter()) as subscriber:
                 async for event in subscriber:
-                    return Answer(id=request.id, ok=True, data=event.payload or None)
+                    if self._about(event):
+                        found.append(event)
+                        group.cancel_scope.cancel()
+
+        async def look_back(group: TaskGroup) -> None:
+            history = self._filter()
+            history.occurred = EventOccurredFilter(since=since)  # type: ignore[arg-type]
+            async with get_client() as client:
+                while True:
+                    page = await client.read_events(filter=history, limit=50)
+                    matching = [event for event in page.events if self._about(event)]
+                    if matching:
+                        found.append(matching[0])
+                        group.cancel_scope.cancel()
+                    await anyio.sleep(self.recheck)
+
+        with anyio.move_on_after(self.timeout):
+            async with anyio.create_task_group() as group:
+                group.start_soon(listen, group)
+                group.start_soon(look_back, group)
+        if found:
+            return Answer(id=request.id, ok=True, data=found[0].payload or None)
         return Answer(id=request.id, ok=False, reason="expired")
 
 
