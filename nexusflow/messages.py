@@ -154,6 +154,7 @@ class TurnStats(BaseModel):
     tool_errors: int = 0
     replayed_tool_calls: int = 0
     tool_seconds: float = 0.0
+    suspensions: int = 0
     stop_reason: str | None = None
     streamed: bool = Field(default=False, description="The turn's text was already streamed as it came.")
 

@@ -301,3 +301,57 @@ async def test_explicit_acp_without_a_launch_is_an_error(fake, session_id):
     )
     assert result.status == "failed"
     assert result.error == 'acp: style "claude" speaks ACP through an adapter: pass its path as acp_command'
+
+
+@tool
+def approve_me(item: str) -> str:
+    """Needs a yes first."""
+    from nexusflow import current_answer, suspend
+
+    answer = current_answer()
+    if answer is None:
+        return suspend(f"May I touch {item}?")
+    calls.append((len(item), 0))
+    return f"touched {item}"
+
+
+async def test_a_served_call_holds_the_agent_while_wait_for_answers(agent, session_id):
+    from nexusflow import Answer
+
+    calls.clear()
+
+    async def yes(request):
+        return Answer(id=request.id, ok=True)
+
+    agent.script([[{"tool": "approve_me", "arguments": {"item": "db"}}, {"say": "done"}]])
+    async with await Toolkit.load(tools=[approve_me]) as toolkit:
+        result = await client_for(agent, wait_for=yes).run("go", toolkit, session_id=session_id)
+    assert result.status == "completed", result.error
+    assert [e["text"] for e in agent.log("tool_result")] == ["touched db"]
+    assert result.metrics.suspensions == 1
+
+
+async def test_without_wait_for_an_acp_run_ends_pending_and_resumes_the_agent_session(agent, session_id):
+    from nexusflow import Answer
+
+    calls.clear()
+    agent.script(
+        [
+            [{"tool": "approve_me", "arguments": {"item": "cache"}}, {"sleep": 30}, {"say": "never"}],
+            [{"tool": "approve_me", "arguments": {"item": "cache"}}, {"say": "cleared"}],
+        ],
+        capabilities={**HTTP, "loadSession": True},
+    )
+    async with await Toolkit.load(tools=[approve_me]) as toolkit:
+        client = client_for(agent)
+        first = await client.run("go", toolkit, session_id=session_id)
+        assert first.status == "pending", first.error
+        assert first.request.prompt == "May I touch cache?"
+        assert agent.log("cancelled"), "the held turn is cancelled"
+        assert calls == []
+        second = await client.resume(session_id, Answer(id=first.request.id, ok=True), toolkit)
+    assert second.status == "completed", second.error
+    assert second.text == "cleared"
+    assert calls == [(5, 0)]
+    (loaded,) = agent.received("session/load")
+    assert loaded["params"]["sessionId"] == agent.received("session/prompt")[0]["params"]["sessionId"]

@@ -73,6 +73,7 @@ def _count_turn(metrics: RunMetrics, record: TurnRecord, replayed: bool) -> None
     metrics.output_tokens += reply.usage.output_tokens
     metrics.tool_calls += stats.tool_calls
     metrics.tool_errors += stats.tool_errors
+    metrics.suspensions += stats.suspensions
     if stats.stop_reason is not None:
         metrics.stop_reasons.append(stats.stop_reason)
     if replayed:

@@ -45,6 +45,7 @@ from ...messages import (
     Usage,
     UserMessage,
 )
+from ...suspension import Suspended
 from ..base import Remember
 from ..cli.process import kill_group
 from ..cli.style import CliStyle
@@ -151,6 +152,8 @@ class _Turn:
     steps: list[Message] = field(default_factory=list)
     stats: TurnStats = field(default_factory=TurnStats)
     seen: dict[str, int] = field(default_factory=dict)
+    suspended: Suspended | None = None
+    stop: anyio.Event = field(default_factory=anyio.Event)
 
     def position(self, name: str, arguments: dict[str, Any]) -> tuple[int, str]:
         """The n-th call with this name and these arguments in the turn, and an id made
@@ -351,9 +354,19 @@ class AcpTransport:
             async with atransaction(commit_mode=CommitMode.EAGER):
                 return await run_tool(turn.step, index, call)
 
-        record, replayed = await asyncio.get_running_loop().create_task(committed(), context=turn.context)
+        try:
+            record, replayed = await asyncio.get_running_loop().create_task(committed(), context=turn.context)
+        except Suspended as exc:
+            # No wait_for: the run must end pending, so this turn ends here; the resumed run
+            # reopens the agent's session and finds this call answered.
+            turn.suspended = exc
+            turn.stop.set()
+            return ToolResult(
+                content=f"pending: {exc.request.prompt} (the turn ends until it is answered)", is_error=True
+            )
         turn.stats.tool_calls += 1
         turn.stats.tool_errors += record.result.is_error
+        turn.stats.suspensions += record.suspended
         if replayed:
             turn.stats.replayed_tool_calls += 1
         else:
@@ -481,14 +494,17 @@ class AcpTransport:
         self._group.start_soon(prompt)
         try:
             with anyio.move_on_after(self.config.timeout):
-                await done.wait()
-            if not done.is_set():
+                await _first_of(done, turn.stop)
+            if turn.suspended is None and not done.is_set():
                 raise acp_timed_out(round(self.config.timeout * 1000))
         finally:
             if not done.is_set():
                 with anyio.CancelScope(shield=True):
                     await self._cancel(done)
             self._seed = False
+        if turn.suspended is not None:
+            self._turn = None
+            raise turn.suspended
         if "error" in outcome:
             self._turn = None
             error = outcome["error"]
@@ -540,6 +556,16 @@ class AcpTransport:
             stats=turn.stats,
             steps=turn.steps,
         )
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    async def wait(event: anyio.Event, scope: anyio.CancelScope) -> None:
+        await event.wait()
+        scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        for event in events:
+            group.start_soon(wait, event, group.cancel_scope)
 
 
 _KNOWN_UPDATES = {
