@@ -4,8 +4,6 @@ status on failure."""
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -20,8 +18,9 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, get_current_settings, temporary_settings
 
+from ._imports import import_tools
 from .client import Client, create_cli_client, create_in_process_client
-from .errors import NexusflowError
+from .errors import NexusflowError, ToolkitError
 from .memory import SessionStore
 from .messages import Answer, RunResult
 from .testing import ScriptedModel, follow_prompt
@@ -39,38 +38,11 @@ class UsageError(NexusflowError):
     pass
 
 
-def _import_target(spec: str) -> Any:
-    """``package.module:name`` or ``path/to/file.py:name``."""
-    module_name, sep, attribute = spec.rpartition(":")
-    if not sep or not module_name or not attribute:
-        raise UsageError(f"--tools expects module:function or file.py:function, got {spec!r}")
-    try:
-        if module_name.endswith(".py"):
-            path = Path(module_name).resolve()
-            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
-            if loader_spec is None or loader_spec.loader is None or not path.is_file():
-                raise UsageError(f"--tools: no such file: {module_name}")
-            module = importlib.util.module_from_spec(loader_spec)
-            loader_spec.loader.exec_module(module)
-        else:
-            sys.path.insert(0, str(Path.cwd()))
-            module = importlib.import_module(module_name)
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise UsageError(f"--tools: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise UsageError(f"--tools: {module_name} has no {attribute!r}") from None
-
-
 def _tools(specs: Sequence[str]) -> list[Any]:
-    tools: list[Any] = []
-    for spec in specs:
-        target = _import_target(spec)
-        tools.extend(target if isinstance(target, list | tuple) else [target])
-    return tools
+    try:
+        return import_tools(specs)
+    except ToolkitError as exc:
+        raise UsageError(str(exc).replace("tools:", "--tools:", 1)) from exc
 
 
 def _script(path: str) -> ScriptedModel:

@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
+from prefect.client.schemas.objects import State
+from prefect.context import FlowRunContext
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._runtime import PendingRun, pending_run
-from .errors import CliError, ResumeError, SessionIdError, cli_command_required, describe
+from .errors import CliError, NexusflowError, ResumeError, SessionIdError, cli_command_required, describe
 from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run
 from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
@@ -69,12 +71,18 @@ class Client:
         self.transport = transport
         self.options = options
 
-    async def run(self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None) -> RunResult:
+    async def run(
+        self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, subflow: bool = True
+    ) -> RunResult:
         """Run the ``agent_run`` flow (a subflow when called inside a flow) and return its
         result. Failures are reported in the result (``status="failed"``, ``error``),
         not raised. Run again with the same ``session_id`` to resume a crashed run; a run
-        that ends ``pending`` goes on with ``resume``."""
-        return await self._start(SessionRecord(prompt=prompt), toolkit, session_id)
+        that ends ``pending`` goes on with ``resume``.
+
+        ``subflow=False`` (inside a flow only) runs the loop in the current flow run
+        instead: its turns and tool calls are that run's task runs, and a
+        ``DeploymentSuspension`` suspends that run (a deployment's run, say)."""
+        return await self._start(SessionRecord(prompt=prompt), toolkit, session_id, subflow=subflow)
 
     async def resume(self, session_id: str, answer: Answer, toolkit: Toolkit | None = None) -> RunResult:
         """Continue a ``pending`` run with the answer to its request, in this process or
@@ -134,8 +142,11 @@ class Client:
         *,
         emit: Emit | None = None,
         answers: dict[str, Answer] | None = None,
+        subflow: bool = True,
     ) -> RunResult:
         session_id = check_session_id(session_id) if session_id is not None else new_session_id()
+        if not subflow and FlowRunContext.get() is None:
+            raise NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
         sessions = self._sessions
         await sessions.save(session_id, record.model_copy(update={"pending": None}))
         pending = PendingRun(
@@ -143,12 +154,18 @@ class Client:
         )
         token = pending_run.set(pending)
         try:
-            state = await agent_run(
-                prompt=record.prompt, session_id=session_id, history=record.history or None, return_state=True
-            )
+            if subflow:
+                state = await agent_run(
+                    prompt=record.prompt, session_id=session_id, history=record.history or None, return_state=True
+                )
+                result = await self._result(state, session_id)
+            else:
+                outcome = await agent_run.fn(
+                    prompt=record.prompt, session_id=session_id, history=record.history or None
+                )
+                result = RunResult.model_validate(outcome.data if isinstance(outcome, State) else outcome)
         finally:
             pending_run.reset(token)
-        result = await self._result(state, session_id)
         if result.status == "pending":
             await sessions.save(session_id, record.model_copy(update={"pending": result.request}))
         elif result.status == "completed" and record.conversation_id is not None:

@@ -4,9 +4,6 @@ import os
 
 import anyio
 import pytest
-from acp_fixtures import HTTP
-from cli_fixtures import alive
-from helpers.prefect_api import task_runs
 
 from nexusflow import (
     AcpError,
@@ -20,6 +17,10 @@ from nexusflow import (
     create_cli_client,
     tool,
 )
+
+from acp_fixtures import HTTP
+from cli_fixtures import alive
+from helpers.prefect_api import task_runs
 
 pytestmark = pytest.mark.anyio
 

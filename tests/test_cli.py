@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from helpers.prefect_api import task_runs
 
 
@@ -83,7 +84,7 @@ def test_a_failed_run_exits_non_zero_with_the_error(tools_file, session_id):
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("no_colon", "--tools expects module:function"),
+        ("no_colon", "--tools: expected module:function"),
         ("nexusflow_missing_module:x", "--tools: cannot import nexusflow_missing_module"),
         ("missing_file.py:x", "--tools: no such file: missing_file.py"),
     ],

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from cli_fixtures import FAKE_CLI, alive, envelope_answer, envelope_calls, styled
-from helpers.prefect_api import task_runs
 
 from nexusflow import (
     CliError,
@@ -26,6 +24,9 @@ from nexusflow import (
     tool,
 )
 from nexusflow.transports.cli import PREAMBLE, REQUEST_MARKER, CliConfig, CliTransport, builtin_style, render
+
+from cli_fixtures import FAKE_CLI, alive, envelope_answer, envelope_calls, styled
+from helpers.prefect_api import task_runs
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,6 @@ import threading
 import time
 
 import pytest
-from helpers.prefect_api import flow_run, task_run, task_runs
 from prefect import flow
 
 from nexusflow import (
@@ -18,6 +17,8 @@ from nexusflow import (
     create_in_process_client,
     tool,
 )
+
+from helpers.prefect_api import flow_run, task_run, task_runs
 
 pytestmark = pytest.mark.anyio
 

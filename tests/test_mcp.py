@@ -9,9 +9,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import HELPERS
 
 from nexusflow import McpServerError, Toolkit, ToolkitError
+
+from conftest import HELPERS
 
 SERVER = str(HELPERS / "mcp_server.py")
 

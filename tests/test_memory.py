@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from conftest import HELPERS
 from nexusflow import LocalConversationStore, RunResult, ScriptedModel, create_in_process_client
+
+from conftest import HELPERS
 
 pytestmark = pytest.mark.anyio
 

@@ -4,9 +4,9 @@ import os
 import subprocess
 import sys
 
-from conftest import HELPERS
-
 from nexusflow import RunResult
+
+from conftest import HELPERS
 
 
 def run_child(*args: str) -> subprocess.CompletedProcess[str]:

@@ -8,8 +8,6 @@ import time
 
 import pytest
 
-from conftest import HELPERS
-from helpers.prefect_api import task_runs
 from nexusflow import (
     Answer,
     ModelRequest,
@@ -25,6 +23,9 @@ from nexusflow import (
     suspend,
     tool,
 )
+
+from conftest import HELPERS
+from helpers.prefect_api import task_runs
 
 pytestmark = pytest.mark.anyio
 

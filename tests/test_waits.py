@@ -14,7 +14,6 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
 from nexusflow import (
     EventWait,
-    ModelRequest,
     Polling,
     PrefectPause,
     RunResult,
@@ -45,7 +44,7 @@ def model() -> ScriptedModel:
     return ScriptedModel(
         [
             {"tool_calls": [{"name": "release", "arguments": {"version": "1.2"}}]},
-            lambda request: [m.content for m in request.messages if m.role == "tool"][0],
+            lambda request: next(m.content for m in request.messages if m.role == "tool"),
         ]
     )
 

@@ -1,0 +1,106 @@
+"""The repository's prefect.yaml, deployed to the session's server and run by a real process
+worker: a scheduled job runs to completion; a job that asks suspends, exits, and completes
+after it is answered, its finished steps replayed."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from uuid import UUID
+
+import anyio
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.deployments import run_deployment
+
+from helpers.prefect_api import task_runs
+
+REPO = Path(__file__).parent.parent
+pytestmark = pytest.mark.anyio
+
+
+def prefect(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "prefect", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ.copy(),
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def deployed(prefect_server) -> None:
+    prefect("work-pool", "create", "local", "--type", "process", "--overwrite")
+    done = prefect("--no-prompt", "deploy", "--all")
+    for name in ("weather-report", "approval-demo", "nightly-triage"):
+        assert name in done.stdout + done.stderr
+
+
+def work_once() -> None:
+    prefect("worker", "start", "--pool", "local", "--run-once", timeout=600)
+
+
+async def state_of(flow_run_id: UUID):
+    async with get_client() as client:
+        return (await client.read_flow_run(flow_run_id)).state
+
+
+async def wait_for_state(flow_run_id: UUID, check, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = await state_of(flow_run_id)
+        if check(state):
+            return state
+        await anyio.sleep(0.5)
+    raise AssertionError(f"flow run {flow_run_id} stayed {await state_of(flow_run_id)}")
+
+
+async def test_deploy_all_and_a_scheduled_job_runs_through_a_worker(deployed):
+    async with get_client() as client:
+        deployment = await client.read_deployment_by_name("agent-job/weather-report")
+    assert deployment.schedules and deployment.schedules[0].schedule.cron == "0 6 * * *"
+    run = await run_deployment("agent-job/weather-report", timeout=0)
+    await anyio.to_thread.run_sync(work_once)
+    state = await wait_for_state(run.id, lambda s: s.is_final())
+    assert state.is_completed(), state
+    names = sorted(r.name for r in await task_runs(str(run.id), expected=6))
+    assert names == [
+        "tool-0-current_temperature",
+        "tool-0-current_temperature",
+        "tool-1-celsius_to_fahrenheit_delta",
+        "turn-0",
+        "turn-1",
+        "turn-2",
+    ]
+
+
+async def test_a_job_that_asks_suspends_exits_and_completes_once_answered(deployed):
+    run = await run_deployment("agent-job/approval-demo", timeout=0)
+    await anyio.to_thread.run_sync(work_once)
+    suspended = await wait_for_state(run.id, lambda s: s.is_paused())
+    assert suspended.name == "Suspended"
+
+    answer = subprocess.run(
+        [sys.executable, "-m", "nexusflow", "answer", str(run.id), "--approve"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    await anyio.to_thread.run_sync(work_once)
+    state = await wait_for_state(run.id, lambda s: s.is_final())
+    assert state.is_completed(), state
+
+    runs = await task_runs(str(run.id), expected=7)
+    by_name: dict[str, list[str]] = {}
+    for task_run in runs:
+        by_name.setdefault(task_run.name, []).append(task_run.state.name)
+    assert "Cached" in by_name["turn-0"], "the finished turn replays after the resume"
+    assert by_name["tool-0-current_temperature"].count("Completed") == 2, "first attempt, then once approved"
+    assert "wait-0-current_temperature" in by_name and "turn-1" in by_name
