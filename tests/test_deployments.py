@@ -104,3 +104,18 @@ async def test_a_job_that_asks_suspends_exits_and_completes_once_answered(deploy
     assert "Cached" in by_name["turn-0"], "the finished turn replays after the resume"
     assert by_name["tool-0-current_temperature"].count("Completed") == 2, "first attempt, then once approved"
     assert "wait-0-current_temperature" in by_name and "turn-1" in by_name
+
+
+async def test_job_parameters_are_validated_at_the_boundary():
+    from nexusflow.flows.job import agent_job
+
+    state = await agent_job(prompt="hi", style="clod", return_state=True)
+    assert state.is_failed()
+    assert "style: Input should be 'claude'" in state.message
+
+    ok = await agent_job(
+        prompt='call current_temperature {"city": "Tokyo"}', tools=["nexusflow.demo:TOOLS"], return_state=True
+    )
+    assert ok.is_completed(), ok
+    result = await ok.aresult()
+    assert result.text == 'current_temperature: {"city":"Tokyo","celsius":15.5}'
