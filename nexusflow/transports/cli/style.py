@@ -83,6 +83,10 @@ class CliStyle(BaseModel):
         default=None, description="The answer is this dotted field of a JSON output, e.g. 'result'."
     )
     tools_off: str = Field(default="", description="How the CLI's own tools are switched off for a one-shot turn.")
+    tools_left: list[str] = Field(
+        default_factory=list,
+        description="Own tools the CLI still offers its model with those switches (none can act unattended).",
+    )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment; ${VAR} is expanded.")
     error_markers: list[str] = Field(
         default_factory=list,

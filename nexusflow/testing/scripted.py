@@ -9,9 +9,9 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .errors import ModelError
-from .messages import AssistantMessage, ModelReply, ModelRequest, ToolMessage, UserMessage
-from .transports import coerce_reply
+from ..errors import ModelError
+from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolMessage, UserMessage
+from ..transports import coerce_reply
 
 Reply = ModelReply | dict[str, Any] | str
 ScriptStep = Reply | Callable[[ModelRequest], Reply]

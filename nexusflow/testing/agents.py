@@ -1,0 +1,101 @@
+"""Per style, what points that agent CLI at a ``ScriptedModelServer``: its environment, and
+the settings files it reads, written into a home folder of the caller's choosing (so the
+user's own logins and settings are never touched). Recipes verified in
+``shared/notes/clis.md`` and ``acp.md``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..transports.cli.style import CliStyles
+
+FAKE_KEY = "nexusflow-scripted-key"
+
+
+def scripted_environment(
+    style: CliStyles, url: str, home: Path, model: str = "scripted-model", *, acp: bool = False
+) -> dict[str, str]:
+    """Environment that makes ``style``'s CLI talk to the scripted server at ``url``.
+    ``acp``: for its ACP launch, where our served tools must stay visible to the model."""
+    home.mkdir(parents=True, exist_ok=True)
+    base = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
+            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_CACHE_HOME": str(home / ".cache")}
+    if style is CliStyles.CLAUDE:
+        config = home / ".claude"
+        config.mkdir(exist_ok=True)
+        return base | {
+            "ANTHROPIC_BASE_URL": url,
+            "ANTHROPIC_API_KEY": FAKE_KEY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CONFIG_DIR": str(config),
+            "ANTHROPIC_MODEL": model,
+            "ANTHROPIC_SMALL_FAST_MODEL": model,
+            "DISABLE_AUTOUPDATER": "1",
+        }
+    if style is CliStyles.CODEX:
+        codex_home = home / ".codex"
+        codex_home.mkdir(exist_ok=True)
+        (codex_home / "config.toml").write_text(
+            f'model = "{model}"\n'
+            'model_provider = "scripted"\n'
+            "[model_providers.scripted]\n"
+            'name = "scripted"\n'
+            f'base_url = "{url}/v1"\n'
+            'wire_api = "responses"\n'
+            'env_key = "NEXUSFLOW_SCRIPTED_KEY"\n'
+        )
+        return base | {"CODEX_HOME": str(codex_home), "NEXUSFLOW_SCRIPTED_KEY": FAKE_KEY}
+    if style is CliStyles.GEMINI:
+        gemini_home = home
+        settings = gemini_home / ".gemini"
+        settings.mkdir(exist_ok=True)
+        chosen: dict[str, object] = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+        if not acp:
+            chosen["tools"] = {"core": []}
+        (settings / "settings.json").write_text(json.dumps(chosen))
+        return base | {
+            "GOOGLE_GEMINI_BASE_URL": url,
+            "GEMINI_API_KEY": FAKE_KEY,
+            "GEMINI_CLI_HOME": str(gemini_home),
+            "GEMINI_CLI_NO_RELAUNCH": "true",
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        }
+    if style is CliStyles.COPILOT:
+        return base | {
+            "COPILOT_PROVIDER_BASE_URL": f"{url}/v1",
+            "COPILOT_MODEL": model,
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_HOME": str(home / ".copilot"),
+            "COPILOT_PROVIDER_API_KEY": FAKE_KEY,
+        }
+    if style is CliStyles.OPENCODE:
+        config = {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                "scripted": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "options": {"baseURL": f"{url}/v1", "apiKey": FAKE_KEY},
+                    "models": {model: {}},
+                }
+            },
+            "model": f"scripted/{model}",
+            "small_model": f"scripted/{model}",
+            **({} if acp else {"agent": {"build": {"tools": {"*": False}}}}),
+            "autoupdate": False,
+            "share": "disabled",
+        }
+        return base | {
+            "OPENCODE_CONFIG_CONTENT": json.dumps(config),
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        }
+    if style is CliStyles.GOOSE:
+        return base | {
+            "GOOSE_DISABLE_KEYRING": "1",
+            "GOOSE_PROVIDER": "openai",
+            "GOOSE_MODEL": model,
+            "OPENAI_API_KEY": FAKE_KEY,
+            "OPENAI_HOST": url,
+        }
+    raise ValueError(f"no scripted-server recipe for style {style.value}")
