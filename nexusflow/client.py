@@ -200,7 +200,16 @@ def create_in_process_client(generate: Generate, *, model: str | None = None, **
     return Client(in_process_transport(generate), ClientOptions(model=model, **options))
 
 
-STYLE_FIELDS = ("args", "prompt_mode", "answer", "answer_field", "tools_off", "tools_left", "error_markers", "model_format")
+STYLE_FIELDS = (
+    "args",
+    "prompt_mode",
+    "answer",
+    "answer_field",
+    "tools_off",
+    "tools_left",
+    "error_markers",
+    "model_format",
+)
 
 
 def create_cli_client(

@@ -170,7 +170,7 @@ async def test_a_timeout_cancels_then_ends_the_turn(agent, session_id):
     agent.script([[{"say": "working"}, {"sleep": 60}]])
     result = await run(agent, session_id, timeout=2)
     assert result.status == "failed"
-    assert result.error == "acp: timed out after 2000ms"
+    assert result.error == "acp: timed out after 2000ms (the agent ended the turn: cancelled)"
     assert agent.log("cancelled"), "session/cancel reached the agent"
     assert agent.received("session/cancel")[0]["params"]["sessionId"]
     pid = agent.log("started")[0]["pid"]

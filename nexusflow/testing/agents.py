@@ -19,16 +19,21 @@ def scripted_environment(
     """Environment that makes ``style``'s CLI talk to the scripted server at ``url``.
     ``acp``: for its ACP launch, where our served tools must stay visible to the model."""
     home.mkdir(parents=True, exist_ok=True)
-    base = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_CACHE_HOME": str(home / ".cache")}
+    base = {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_STATE_HOME": str(home / ".local/state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
     if style is CliStyles.CLAUDE:
-        config = home / ".claude"
-        config.mkdir(exist_ok=True)
+        claude_config = home / ".claude"
+        claude_config.mkdir(exist_ok=True)
         return base | {
             "ANTHROPIC_BASE_URL": url,
             "ANTHROPIC_API_KEY": FAKE_KEY,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CONFIG_DIR": str(config),
+            "CLAUDE_CONFIG_DIR": str(claude_config),
             "ANTHROPIC_MODEL": model,
             "ANTHROPIC_SMALL_FAST_MODEL": model,
             "DISABLE_AUTOUPDATER": "1",
@@ -47,17 +52,16 @@ def scripted_environment(
         )
         return base | {"CODEX_HOME": str(codex_home), "NEXUSFLOW_SCRIPTED_KEY": FAKE_KEY}
     if style is CliStyles.GEMINI:
-        gemini_home = home
-        settings = gemini_home / ".gemini"
-        settings.mkdir(exist_ok=True)
-        chosen: dict[str, object] = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+        folder = home / ".gemini"
+        folder.mkdir(exist_ok=True)
+        settings: dict[str, object] = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
         if not acp:
-            chosen["tools"] = {"core": []}
-        (settings / "settings.json").write_text(json.dumps(chosen))
+            settings["tools"] = {"core": []}
+        (folder / "settings.json").write_text(json.dumps(settings))
         return base | {
             "GOOGLE_GEMINI_BASE_URL": url,
             "GEMINI_API_KEY": FAKE_KEY,
-            "GEMINI_CLI_HOME": str(gemini_home),
+            "GEMINI_CLI_HOME": str(home),
             "GEMINI_CLI_NO_RELAUNCH": "true",
             "GEMINI_CLI_TRUST_WORKSPACE": "true",
         }
@@ -70,7 +74,7 @@ def scripted_environment(
             "COPILOT_PROVIDER_API_KEY": FAKE_KEY,
         }
     if style is CliStyles.OPENCODE:
-        config = {
+        config: dict[str, object] = {
             "$schema": "https://opencode.ai/config.json",
             "provider": {
                 "scripted": {

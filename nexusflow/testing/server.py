@@ -43,6 +43,7 @@ class Reply(BaseModel):
     tool_calls: list[ScriptedCall] = Field(default_factory=list)
     status: int = 200
     error: str | None = None
+    delay: float = Field(default=0.0, ge=0, description="Seconds to wait before answering (a slow model).")
 
     @classmethod
     def say(cls, text: str) -> Reply:
@@ -57,6 +58,10 @@ class Reply(BaseModel):
     @classmethod
     def fail(cls, status: int, message: str) -> Reply:
         return cls(status=status, error=message)
+
+    @classmethod
+    def slow(cls, seconds: float, text: str = "late") -> Reply:
+        return cls(text=text, delay=seconds)
 
 
 @dataclass
@@ -202,7 +207,8 @@ class ScriptedModelServer:
 
     def __enter__(self) -> ScriptedModelServer:
         server = self._prepare()
-        self._thread = threading.Thread(target=lambda: anyio.run(server.serve, [self._socket]), daemon=True)
+        sockets = [self._socket] if self._socket is not None else None
+        self._thread = threading.Thread(target=lambda: anyio.run(server.serve, sockets), daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 30
         while not server.started:
@@ -258,6 +264,8 @@ class ScriptedModelServer:
             reply = Reply.say(self.side_text)
         else:
             reply = self._next()
+        if reply.delay:
+            await anyio.sleep(reply.delay)
         if reply.status != 200:
             return _error(api, reply.status, reply.error or "error")
         stream = _wants_stream(api, path, body)
@@ -265,7 +273,9 @@ class ScriptedModelServer:
         calls = _resolve(reply.tool_calls, _tool_names(api, body))
         render = _RENDER[api]
         if stream:
-            return StreamingResponse(render.stream(reply, calls, model, next(self._ids)), media_type="text/event-stream")
+            return StreamingResponse(
+                render.stream(reply, calls, model, next(self._ids)), media_type="text/event-stream"
+            )
         return JSONResponse(render.whole(reply, calls, model, next(self._ids)))
 
 
@@ -310,8 +320,15 @@ def _aside(method: str, path: str, model: str) -> Response:
     if path.endswith("count_tokens") or path.endswith(":countTokens"):
         return JSONResponse({"input_tokens": 1, "totalTokens": 1})
     if path.rstrip("/").endswith("/models"):
-        entry = {"id": model, "object": "model", "created": 0, "owned_by": "nexusflow", "type": "model",
-                 "display_name": model, "name": f"models/{model}"}
+        entry = {
+            "id": model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "nexusflow",
+            "type": "model",
+            "display_name": model,
+            "name": f"models/{model}",
+        }
         return JSONResponse({"object": "list", "data": [entry], "models": [entry], "has_more": False})
     if method in ("HEAD", "GET"):
         return Response(status_code=200)
@@ -346,21 +363,28 @@ class _Anthropic(_Render):
     def _blocks(self, reply: Reply, calls: list[ScriptedCall], n: int) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
         blocks += [
-            {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name, "input": c.arguments} for i, c in enumerate(calls)
+            {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name, "input": c.arguments}
+            for i, c in enumerate(calls)
         ]
         return blocks
 
     def whole(self, reply: Reply, calls: list[ScriptedCall], model: str, n: int) -> dict[str, Any]:
         return {
-            "id": f"msg_{n}", "type": "message", "role": "assistant", "model": model,
-            "content": self._blocks(reply, calls, n), "stop_reason": "tool_use" if calls else "end_turn",
-            "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5},
+            "id": f"msg_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": self._blocks(reply, calls, n),
+            "stop_reason": "tool_use" if calls else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
         }
 
     async def stream(self, reply: Reply, calls: list[ScriptedCall], model: str, n: int) -> AsyncIterator[str]:
         message = self.whole(reply, calls, model, n) | {"content": [], "stop_reason": None}
         yield _sse("message_start", {"type": "message_start", "message": message})
         for index, block in enumerate(self._blocks(reply, calls, n)):
+            start: dict[str, Any]
             if block["type"] == "text":
                 start = {"type": "text", "text": ""}
                 delta = {"type": "text_delta", "text": block["text"]}
@@ -378,7 +402,11 @@ class _Anthropic(_Render):
 class _Chat(_Render):
     def _calls(self, calls: list[ScriptedCall], n: int) -> list[dict[str, Any]]:
         return [
-            {"id": f"call_{n}_{i}", "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            {
+                "id": f"call_{n}_{i}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
             for i, c in enumerate(calls)
         ]
 
@@ -387,21 +415,35 @@ class _Chat(_Render):
         if calls:
             message["tool_calls"] = self._calls(calls, n)
         return {
-            "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
 
     async def stream(self, reply: Reply, calls: list[ScriptedCall], model: str, n: int) -> AsyncIterator[str]:
         base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
-        yield _sse(None, base | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        yield _sse(
+            None,
+            base | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+        )
         if reply.text:
-            yield _sse(None, base | {"choices": [{"index": 0, "delta": {"content": reply.text}, "finish_reason": None}]})
+            yield _sse(
+                None, base | {"choices": [{"index": 0, "delta": {"content": reply.text}, "finish_reason": None}]}
+            )
         for i, call in enumerate(self._calls(calls, n)):
-            yield _sse(None, base | {"choices": [{"index": 0, "delta": {"tool_calls": [call | {"index": i}]}, "finish_reason": None}]})
+            yield _sse(
+                None,
+                base
+                | {"choices": [{"index": 0, "delta": {"tool_calls": [call | {"index": i}]}, "finish_reason": None}]},
+            )
         finish = "tool_calls" if calls else "stop"
         yield _sse(None, base | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-        yield _sse(None, base | {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        yield _sse(
+            None, base | {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        )
         yield "data: [DONE]\n\n"
 
 
@@ -409,14 +451,25 @@ class _Responses(_Render):
     def _items(self, reply: Reply, calls: list[ScriptedCall], n: int) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         if reply.text:
-            items.append({
-                "type": "message", "id": f"msg_{n}", "status": "completed", "role": "assistant",
-                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
-            })
+            items.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{n}",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+                }
+            )
         for i, call in enumerate(calls):
             namespace, _, name = call.name.rpartition(".")
-            item = {"type": "function_call", "id": f"fc_{n}_{i}", "call_id": f"call_{n}_{i}", "name": name,
-                    "arguments": json.dumps(call.arguments), "status": "completed"}
+            item = {
+                "type": "function_call",
+                "id": f"fc_{n}_{i}",
+                "call_id": f"call_{n}_{i}",
+                "name": name,
+                "arguments": json.dumps(call.arguments),
+                "status": "completed",
+            }
             if namespace:
                 item["namespace"] = namespace
             items.append(item)
@@ -424,36 +477,90 @@ class _Responses(_Render):
 
     def whole(self, reply: Reply, calls: list[ScriptedCall], model: str, n: int) -> dict[str, Any]:
         return {
-            "id": f"resp_{n}", "object": "response", "created_at": int(time.time()), "status": "completed",
-            "model": model, "output": self._items(reply, calls, n),
-            "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
-                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+            "id": f"resp_{n}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": model,
+            "output": self._items(reply, calls, n),
+            "usage": {
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "total_tokens": 15,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
         }
 
     async def stream(self, reply: Reply, calls: list[ScriptedCall], model: str, n: int) -> AsyncIterator[str]:
         whole = self.whole(reply, calls, model, n)
         seq = itertools.count()
-        yield _sse("response.created", {"type": "response.created", "sequence_number": next(seq),
-                                        "response": whole | {"status": "in_progress", "output": []}})
+        yield _sse(
+            "response.created",
+            {
+                "type": "response.created",
+                "sequence_number": next(seq),
+                "response": whole | {"status": "in_progress", "output": []},
+            },
+        )
         for index, item in enumerate(whole["output"]):
             if item["type"] == "message":
                 text = item["content"][0]["text"]
                 pending = item | {"status": "in_progress", "content": []}
-                yield _sse("response.output_item.added", {"type": "response.output_item.added", "sequence_number": next(seq),
-                                                          "output_index": index, "item": pending})
+                yield _sse(
+                    "response.output_item.added",
+                    {
+                        "type": "response.output_item.added",
+                        "sequence_number": next(seq),
+                        "output_index": index,
+                        "item": pending,
+                    },
+                )
                 part = {"type": "output_text", "text": "", "annotations": []}
                 common = {"item_id": item["id"], "output_index": index, "content_index": 0}
-                yield _sse("response.content_part.added", {"type": "response.content_part.added", "sequence_number": next(seq), **common, "part": part})
-                yield _sse("response.output_text.delta", {"type": "response.output_text.delta", "sequence_number": next(seq), **common, "delta": text})
-                yield _sse("response.output_text.done", {"type": "response.output_text.done", "sequence_number": next(seq), **common, "text": text})
-                yield _sse("response.content_part.done", {"type": "response.content_part.done", "sequence_number": next(seq), **common,
-                                                          "part": part | {"text": text}})
+                yield _sse(
+                    "response.content_part.added",
+                    {"type": "response.content_part.added", "sequence_number": next(seq), **common, "part": part},
+                )
+                yield _sse(
+                    "response.output_text.delta",
+                    {"type": "response.output_text.delta", "sequence_number": next(seq), **common, "delta": text},
+                )
+                yield _sse(
+                    "response.output_text.done",
+                    {"type": "response.output_text.done", "sequence_number": next(seq), **common, "text": text},
+                )
+                yield _sse(
+                    "response.content_part.done",
+                    {
+                        "type": "response.content_part.done",
+                        "sequence_number": next(seq),
+                        **common,
+                        "part": part | {"text": text},
+                    },
+                )
             else:
-                yield _sse("response.output_item.added", {"type": "response.output_item.added", "sequence_number": next(seq),
-                                                          "output_index": index, "item": item | {"status": "in_progress"}})
-            yield _sse("response.output_item.done", {"type": "response.output_item.done", "sequence_number": next(seq),
-                                                     "output_index": index, "item": item})
-        yield _sse("response.completed", {"type": "response.completed", "sequence_number": next(seq), "response": whole})
+                yield _sse(
+                    "response.output_item.added",
+                    {
+                        "type": "response.output_item.added",
+                        "sequence_number": next(seq),
+                        "output_index": index,
+                        "item": item | {"status": "in_progress"},
+                    },
+                )
+            yield _sse(
+                "response.output_item.done",
+                {
+                    "type": "response.output_item.done",
+                    "sequence_number": next(seq),
+                    "output_index": index,
+                    "item": item,
+                },
+            )
+        yield _sse(
+            "response.completed", {"type": "response.completed", "sequence_number": next(seq), "response": whole}
+        )
 
 
 class _Gemini(_Render):
@@ -470,4 +577,9 @@ class _Gemini(_Render):
         yield _sse(None, self.whole(reply, calls, model, n))
 
 
-_RENDER: dict[Api, _Render] = {"anthropic": _Anthropic(), "chat": _Chat(), "responses": _Responses(), "gemini": _Gemini()}
+_RENDER: dict[Api, _Render] = {
+    "anthropic": _Anthropic(),
+    "chat": _Chat(),
+    "responses": _Responses(),
+    "gemini": _Gemini(),
+}

@@ -25,6 +25,7 @@ def _exact_names(server: str, tool: str) -> set[str]:
         f"mcp_{server}_{tool}",  # gemini's function name
         f"{server}-{tool}",  # copilot
         f"{server}_{tool}",  # opencode
+        f"{server}__{tool}",  # goose
     }
 
 
@@ -37,6 +38,11 @@ def identify(tool_call: dict[str, Any], server: str, tools: tuple[str, ...]) -> 
         name = claude.get("toolName")
         for tool in tools:
             if name in (tool, f"mcp__{server}__{tool}"):
+                return tool
+    goose = as_object(as_object(as_object(tool_call.get("_meta")).get("goose")).get("toolCall"))
+    if goose.get("extensionName") == server:
+        for tool in tools:
+            if goose.get("toolName") == f"{server}__{tool}":
                 return tool
     names = {value for value in (tool_call.get("title"), tool_call.get("name")) if isinstance(value, str)}
     call_id = tool_call.get("toolCallId")

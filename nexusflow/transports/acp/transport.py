@@ -492,16 +492,25 @@ class AcpTransport:
 
         assert self._group is not None
         self._group.start_soon(prompt)
+        timed_out = False
         try:
             with anyio.move_on_after(self.config.timeout):
                 await _first_of(done, turn.stop)
-            if turn.suspended is None and not done.is_set():
-                raise acp_timed_out(round(self.config.timeout * 1000))
+            timed_out = turn.suspended is None and not done.is_set()
         finally:
             if not done.is_set():
                 with anyio.CancelScope(shield=True):
                     await self._cancel(done)
             self._seed = False
+        if timed_out:
+            self._turn = None
+            stop = as_object(outcome.get("reply")).get("stopReason")
+            how = (
+                f"the agent ended the turn: {stop}"
+                if stop
+                else "the agent did not answer; its process group was killed"
+            )
+            raise AcpError(f"{acp_timed_out(round(self.config.timeout * 1000))} ({how})")
         if turn.suspended is not None:
             self._turn = None
             raise turn.suspended
