@@ -26,7 +26,7 @@ from .messages import Answer, RunResult
 from .testing import ScriptedModel, follow_prompt
 from .toolkit import Toolkit
 from .transports.choice import Transport
-from .transports.cli import CliStyles, load_cli_style
+from .transports.cli import CliStyles, builtin_style, load_cli_style
 from .waits import answer_flow_run
 
 EXIT_FAILED = 1
@@ -188,6 +188,38 @@ async def _demo(args: argparse.Namespace) -> int:
     return await _finish(result)
 
 
+async def _styles_list(args: argparse.Namespace) -> int:
+    print(f"{'style':<10} {'transports':<20} verified")
+    for member in CliStyles:
+        if member is CliStyles.CUSTOM:
+            continue
+        style = builtin_style(member)
+        acp = style.acp
+        transports = "cli" + (", acp (adapter)" if acp and acp.adapter else ", acp" if acp else "")
+        verified = f"cli {style.verified}" + (f"; acp {acp.verified}" if acp else "")
+        print(f"{member.value:<10} {transports:<20} {verified}")
+    return 0
+
+
+async def _styles_verify(args: argparse.Namespace) -> int:
+    from .testing.conformance import verify_acp, verify_one_shot, version_of
+
+    style = CliStyles.parse(args.style)
+    if style in (CliStyles.CUSTOM, CliStyles.DEVIN):
+        raise UsageError(f"styles verify has no scripted-server recipe for {style.value}")
+    print(f"{style.value}: {args.command} — {version_of(args.command)}")
+    checks = await verify_one_shot(style, args.command, model=args.model, timeout=args.timeout)
+    launch = builtin_style(style).acp
+    if launch is not None and (not launch.adapter or args.acp_command):
+        checks += await verify_acp(
+            style, args.command, acp_command=args.acp_command, model=args.model, timeout=args.timeout
+        )
+    for check in checks:
+        timing = f" ({check.seconds:.1f}s)" if check.seconds else ""
+        print(f"{'PASS' if check.ok else 'FAIL'}  {check.name}{timing}: {check.detail}")
+    return 0 if all(check.ok for check in checks) else EXIT_FAILED
+
+
 async def _bridge(args: argparse.Namespace) -> int:
     from .transports.acp.bridge import bridge
 
@@ -241,6 +273,20 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--data", metavar="JSON", help="data handed to the tool with the answer")
     answer.add_argument("--reason", metavar="TEXT")
     answer.set_defaults(handler=_answer)
+
+    styles = commands.add_parser("styles", help="the built-in CLI styles")
+    style_commands = styles.add_subparsers(dest="styles_command", required=True)
+    listing = style_commands.add_parser("list", help="each style, its transports and the versions it was verified with")
+    listing.set_defaults(handler=_styles_list)
+    check = style_commands.add_parser(
+        "verify", help="check your installed CLI against its style, on a scripted model server (no tokens spent)"
+    )
+    check.add_argument("--style", required=True, metavar="NAME")
+    check.add_argument("--command", required=True, metavar="PATH", help="your CLI")
+    check.add_argument("--acp-command", metavar="PATH", help="its ACP adapter (claude, codex), to check ACP too")
+    check.add_argument("--model", metavar="MODEL", help="model flag to pass (default: the scripted server's model)")
+    check.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS")
+    check.set_defaults(handler=_styles_verify)
 
     bridge = commands.add_parser(
         "mcp-bridge", help="relay MCP over stdio to a served toolkit over HTTP (started by ACP agents)"

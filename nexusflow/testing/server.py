@@ -141,8 +141,14 @@ def default_is_side(api: Api, body: dict[str, Any]) -> bool:
     the user's next prompt), told apart by its instructions or its closing ask."""
     if _SIDE_ASKS.search(_last_user_text(api, body)[-3000:]):
         return True
+    if api == "gemini" and "complexity_score" in json.dumps(body.get("generationConfig") or {}):
+        return True  # gemini's model router, asked when no model is pinned
     if _tool_names(api, body):
         return False
+    if re.fullmatch(
+        r'\{"role": "user", "content": (\[\{"type": "text", "text": )?"Hi"[^\n]*', _last_user_text(api, body)
+    ):
+        return True  # a one-word probe of the model (claude-agent-acp, on a model id it does not know)
     return bool(_SIDE_HINTS.search(_system_text(api, body)[:2000]))
 
 

@@ -117,12 +117,22 @@ class CliTransport:
             finished = await run_cli(argv, stdin=stdin, env=env, cwd=config.cwd, timeout=config.timeout)
             return self._answer(finished, answer_file)
 
+    def _said(self, stdout: str) -> str:
+        """What a failing CLI said on stdout: its JSON answer field when it has one."""
+        field = self.config.style.answer_field
+        if field:
+            try:
+                return _field(stdout, field)
+            except CliError:
+                pass
+        return stdout
+
     def _answer(self, finished: Finished, answer_file: Path) -> str:
         style = self.config.style
         stdout = _decode(finished.stdout, "the output")
         stderr = finished.stderr.decode("utf-8", errors="replace")
         if finished.code != 0:
-            raise cli_exit(finished.code, stderr if stderr.strip() else stdout)
+            raise cli_exit(finished.code, stderr if stderr.strip() else self._said(stdout))
         for marker in style.error_markers:
             for stream in (stdout, stderr):
                 if marker in stream:

@@ -1,0 +1,191 @@
+"""Conformance checks of a user's installed agent CLI against its style, on a scripted model
+server: what ``nexusflow styles verify`` runs. No token is spent; the CLI's own logins and
+settings are not touched (it runs with a temporary home)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..client import create_cli_client
+from ..messages import RunResult
+from ..toolkit import Toolkit, tool
+from ..transports.choice import Transport
+from ..transports.cli.style import CliStyle, CliStyles, builtin_style
+from .agents import scripted_environment
+from .server import Recorded, Reply, ScriptedModelServer, _tool_names
+
+EXACT_TEXT = '-leading dash, "quotes", new\nlines, <>&, café 中文 🙂'
+"""A final answer that must come back byte for byte through the envelope."""
+
+SERVER_MODEL = "scripted-model"
+
+
+def default_model(style: CliStyles, acp: bool = False) -> str | None:
+    """What model to ask for so that the model reaching the server is ``scripted-model``
+    (over ACP, claude's adapter takes only its aliases)."""
+    if style is CliStyles.GOOSE:
+        return None
+    if style is CliStyles.OPENCODE:
+        return f"scripted/{SERVER_MODEL}"
+    if style is CliStyles.CLAUDE and acp:
+        return "sonnet"
+    return SERVER_MODEL
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    seconds: float = 0.0
+
+
+@dataclass
+class Added:
+    calls: list[tuple[int, int]]
+
+
+def _adder(log: Added):  # type: ignore[no-untyped-def]
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        log.calls.append((a, b))
+        return a + b
+
+    return add
+
+
+def version_of(command: str) -> str:
+    try:
+        done = subprocess.run(
+            [command, "--version"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({type(exc).__name__}: {exc})"
+    lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    return lines[0] if lines else f"unknown (exit {done.returncode}, no output)"
+
+
+@asynccontextmanager
+async def scripted_cli(
+    style: CliStyles, replies: list[Reply | str], *, acp: bool = False
+) -> AsyncIterator[tuple[ScriptedModelServer, Path, dict[str, str]]]:
+    """A scripted server, a temporary home and the environment pointing the CLI at both."""
+    home = Path(tempfile.mkdtemp(prefix=f"nexusflow-{style.value}-"))
+    try:
+        async with ScriptedModelServer(replies, model=SERVER_MODEL) as server:
+            yield server, home, scripted_environment(style, server.url, home, model=SERVER_MODEL, acp=acp)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _turn_models(turns: list[Recorded]) -> set[str]:
+    models = set()
+    for request in turns:
+        body = request.body if isinstance(request.body, dict) else {}
+        model = body.get("model")
+        if request.api == "gemini":
+            model = request.path.split("/models/")[1].split(":")[0] if "/models/" in request.path else None
+        models.add(str(model))
+    return models
+
+
+async def _run(
+    style: CliStyles, command: str, replies: list[Reply | str], log: Added, *, model: str | None, timeout: float
+) -> tuple[RunResult, list[Recorded]]:
+    async with scripted_cli(style, replies) as (server, home, env):
+        client = create_cli_client(
+            style, command, model, transport=Transport.CLI, env=env, cwd=home, timeout=timeout, repair_budget=0
+        )
+        async with await Toolkit.load(tools=[_adder(log)]) as toolkit:
+            result = await client.run(
+                "Add 2 and 3 with the add tool.", toolkit, session_id=f"verify-{uuid.uuid4().hex}"
+            )
+        return result, server.turns()
+
+
+async def verify_one_shot(
+    style: CliStyles, command: str, *, model: str | None = None, timeout: float = 180
+) -> list[Check]:
+    chosen: CliStyle = builtin_style(style)
+    model = model if model is not None else default_model(style)
+    checks: list[Check] = []
+    log = Added(calls=[])
+    call = json.dumps({"tool_calls": [{"id": "call_1", "name": "add", "arguments": {"a": 2, "b": 3}}]})
+    answer = json.dumps({"content": EXACT_TEXT}, ensure_ascii=False)
+    started = time.perf_counter()
+    result, turns = await _run(style, command, [call, answer], log, model=model, timeout=timeout)
+    seconds = time.perf_counter() - started
+    ok = result.status == "completed" and log.calls == [(2, 3)] and result.text == EXACT_TEXT
+    detail = (
+        "tool ran with a=2, b=3; final text exact"
+        if ok
+        else (f"status {result.status}, tool calls {log.calls}, text {result.text!r}, error {result.error!r}")
+    )
+    checks.append(Check("one-shot tool call round trip", ok, detail, seconds))
+    if turns:
+        models = _turn_models(turns)
+        checks.append(Check("model reaches the server", models == {SERVER_MODEL}, f"server saw {sorted(models)}"))
+        offered = sorted({name for t in turns for name in _tool_names(t.api, t.body) if t.api})  # type: ignore[arg-type]
+        extra = [name for name in offered if name not in chosen.tools_left]
+        checks.append(
+            Check(
+                "own tools off",
+                not extra,
+                f"the model was offered {extra}"
+                if extra
+                else f"offered only {offered or 'none'} (allowed: {chosen.tools_left})",
+            )
+        )
+    errors: list[Reply | str] = [Reply.fail(400, "scripted failure: bad request")] * 4  # CLIs that retry see it again
+    failing, _ = await _run(style, command, errors, Added([]), model=model, timeout=timeout)
+    surfaced = failing.status == "failed" and "scripted failure" in (failing.error or "")
+    outcome = (
+        f"failed: {failing.error}" if failing.status == "failed" else f"the run {failing.status}: {failing.text!r}"
+    )
+    checks.append(Check("a model error fails the run, with the model's message", surfaced, outcome))
+    return checks
+
+
+async def verify_acp(
+    style: CliStyles, command: str, *, acp_command: str | None = None, model: str | None = None, timeout: float = 180
+) -> list[Check]:
+    log = Added(calls=[])
+    model = model if model is not None else default_model(style, acp=True)
+    replies: list[Reply | str] = [Reply.call("add", {"a": 2, "b": 3}), Reply.say("The sum is 5.")]
+    started = time.perf_counter()
+    async with scripted_cli(style, replies, acp=True) as (server, home, env):
+        client = create_cli_client(
+            style,
+            command,
+            model,
+            transport=Transport.ACP,
+            acp_command=acp_command,
+            env=env,
+            workspace=home,
+            cwd=home,
+            timeout=timeout,
+        )
+        async with await Toolkit.load(tools=[_adder(log)]) as toolkit:
+            result = await client.run(
+                "Add 2 and 3 with the add tool.", toolkit, session_id=f"verify-{uuid.uuid4().hex}"
+            )
+        turns = server.turns()
+    seconds = time.perf_counter() - started
+    reached = any("5" in json.dumps(t.body) for t in turns[1:])
+    ok = result.status == "completed" and log.calls == [(2, 3)] and reached
+    detail = (
+        "served tool ran with a=2, b=3; its result reached the model"
+        if ok
+        else (f"status {result.status}, tool calls {log.calls}, error {result.error!r}")
+    )
+    return [Check("ACP served tool call", ok, detail, seconds)]
