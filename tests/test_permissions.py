@@ -11,7 +11,10 @@ TOOLS = ("add", "search")
 @pytest.mark.parametrize(
     "tool_call",
     [
-        {"toolCallId": "t1", "_meta": {"claudeCode": {"mcpServer": {"name": SERVER}, "toolName": f"mcp__{SERVER}__add"}}},
+        {
+            "toolCallId": "t1",
+            "_meta": {"claudeCode": {"mcpServer": {"name": SERVER}, "toolName": f"mcp__{SERVER}__add"}},
+        },
         {"toolCallId": "t2", "title": f"mcp__{SERVER}__add"},
         {"toolCallId": "t3", "title": f"mcp.{SERVER}.add"},
         {"toolCallId": "t4", "title": f"add ({SERVER} MCP Server)"},

@@ -67,8 +67,12 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         result = await call(params.name, params.arguments or {})
+        # Structured content too, as an object: gemini parses a text result that is bare JSON
+        # (a number, say) into structuredContent itself and then refuses it for not being one.
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=result.content)], is_error=result.is_error
+            content=[types.TextContent(type="text", text=result.content)],
+            structured_content={"result": result.content},
+            is_error=result.is_error,
         )
 
     server = Server(name, on_list_tools=list_tools, on_call_tool=call_tool)

@@ -1,0 +1,170 @@
+"""The real agent CLIs from the npm registry (pinned in .ci/agents.json, installed by
+.ci/install-agents), against the scripted model server on 127.0.0.1. Locally a test skips
+when its binary is absent, saying why; in CI it fails."""
+
+import logging
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from live_agents import binary
+
+from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
+from nexusflow.testing.conformance import default_model, scripted_cli
+from nexusflow.testing.server import Reply
+
+from helpers.prefect_api import task_runs
+
+pytestmark = pytest.mark.anyio
+
+ONE_SHOT = {
+    CliStyles.CLAUDE: "claude",
+    CliStyles.CODEX: "codex",
+    CliStyles.GEMINI: "gemini",
+    CliStyles.COPILOT: "copilot",
+    CliStyles.OPENCODE: "opencode",
+    CliStyles.GOOSE: "goose",
+}
+ADAPTERS = {CliStyles.CLAUDE: "claude-agent-acp", CliStyles.CODEX: "codex-acp"}
+SHELL = {
+    CliStyles.CLAUDE: ("Bash", {"command": "touch {marker}"}),
+    CliStyles.CODEX: ("exec_command", {"cmd": "touch {marker}"}),
+    CliStyles.GEMINI: ("run_shell_command", {"command": "touch {marker}"}),
+    CliStyles.COPILOT: ("bash", {"command": "touch {marker}", "description": "touch a file"}),
+    CliStyles.OPENCODE: ("bash", {"command": "touch {marker}", "description": "touch a file"}),
+    CliStyles.GOOSE: ("shell", {"command": "touch {marker}"}),
+}
+ids = [style.value for style in ONE_SHOT]
+
+ran: list[tuple[int, int]] = []
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    ran.append((a, b))
+    return a + b
+
+
+@pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
+def test_styles_verify_passes_for_each_installed_cli(style):
+    """The one-shot transport end to end: a two-turn run whose first reply calls our tool
+    through the envelope, exact final text, the model name reaching the server, the CLI's
+    own tools off, and a model HTTP error failing the run (goose included); plus ACP."""
+    command = binary(ONE_SHOT[style])
+    argv = [sys.executable, "-m", "nexusflow", "styles", "verify", "--style", style.value, "--command", command]
+    if style in ADAPTERS:
+        argv += ["--acp-command", binary(ADAPTERS[style])]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=os.environ.copy())
+    report = [line for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert len(report) == 5 and all(line.startswith("PASS") for line in report), done.stdout
+
+
+def test_styles_verify_fails_precisely_for_a_binary_that_is_not_the_cli():
+    done = subprocess.run(
+        [sys.executable, "-m", "nexusflow", "styles", "verify", "--style", "claude", "--command", "/bin/true"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+    assert done.returncode == 1
+    assert (
+        "FAIL  one-shot tool call round trip" in done.stdout
+        and "cli: expected JSON output with a 'result' field" in done.stdout
+    ), done.stdout
+
+
+def acp_client(style, env, home, **options):
+    return create_cli_client(
+        style,
+        binary(ONE_SHOT[style]),
+        options.pop("model", default_model(style, acp=True)),
+        transport=options.pop("transport", Transport.ACP),
+        acp_command=binary(ADAPTERS[style]) if style in ADAPTERS else None,
+        env=env,
+        workspace=home,
+        cwd=home,
+        timeout=options.pop("timeout", 180),
+        **options,
+    )
+
+
+@pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
+async def test_acp_served_tool_runs_as_a_task_and_its_result_reaches_the_model(style):
+    ran.clear()
+    replies = [Reply.call("add", {"a": 20, "b": 22}), Reply.say("It is 42.")]
+    async with scripted_cli(style, replies, acp=True) as (server, home, env):
+        async with await Toolkit.load(tools=[add]) as toolkit:
+            result = await acp_client(style, env, home).run("add", toolkit, session_id=f"live-{uuid.uuid4().hex}")
+        turns = server.turns()
+    assert result.status == "completed", result.error
+    assert result.text.endswith("It is 42.")
+    assert ran == [(20, 22)]
+    assert any('"42"' in str(t.body) or "42" in str(t.body) for t in turns[1:]), "the tool result reached the model"
+    names = [run.name for run in await task_runs(result.flow_run_id, expected=3)]
+    assert "tool-0-add" in names and "turn-0" in names
+
+
+@pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
+async def test_acp_rejects_the_agents_own_shell(style, caplog):
+    caplog.set_level(logging.INFO)
+    async with scripted_cli(style, [], acp=True) as (server, home, env):
+        marker = Path(home) / "touched"
+        name, arguments = SHELL[style]
+        server.push(Reply.call(name, {k: v.format(marker=marker) for k, v in arguments.items()}), Reply.say("done"))
+        async with await Toolkit.load(tools=[add]) as toolkit:
+            result = await acp_client(style, env, home).run("go", toolkit, session_id=f"live-{uuid.uuid4().hex}")
+        assert not marker.exists(), "the agent's own shell must not act"
+    assert result.status == "completed", result.error
+    verdicts = [r.getMessage() for r in caplog.records if "acp: permission for" in r.getMessage()]
+    if style is CliStyles.CODEX:
+        assert verdicts == [], "codex-acp in read-only mode asks nothing; its sandbox refuses the write"
+    else:
+        assert verdicts and all(v.endswith("rejected") for v in verdicts), verdicts
+
+
+@pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
+async def test_acp_cancel_ends_the_turn_cancelled(style):
+    async with scripted_cli(style, [Reply.slow(120)] * 3, acp=True) as (_server, home, env):
+        async with await Toolkit.load(tools=[add]) as toolkit:
+            result = await acp_client(style, env, home, timeout=15).run(
+                "go", toolkit, session_id=f"live-{uuid.uuid4().hex}"
+            )
+    assert result.status == "failed"
+    assert result.error == "acp: timed out after 15000ms (the agent ended the turn: cancelled)"
+
+
+@pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
+async def test_acp_resumed_run_reuses_the_agent_session(style, caplog):
+    caplog.set_level(logging.INFO)
+    session = f"live-{uuid.uuid4().hex}"
+    async with scripted_cli(style, [Reply.say("first")] * 2, acp=True) as (_server, home, env):
+        async with await Toolkit.load(tools=[add]) as toolkit:
+            first = await acp_client(style, env, home).run("hello", toolkit, session_id=session)
+            again = await acp_client(style, env, home).run("hello", toolkit, session_id=session)
+    assert first.status == again.status == "completed", (first.error, again.error)
+    said = " | ".join(r.getMessage() for r in caplog.records if "agent session" in r.getMessage())
+    assert "resuming agent session" in said or "loading agent session" in said or "neither resume nor load" in said
+    if style is CliStyles.CLAUDE:
+        assert "resuming agent session" in said, said
+
+
+async def test_auto_uses_acp_when_the_agent_answers_and_the_one_shot_path_otherwise(caplog):
+    caplog.set_level(logging.INFO)
+    async with scripted_cli(CliStyles.GEMINI, [Reply.say("over acp")], acp=True) as (server, home, env):
+        client = acp_client(CliStyles.GEMINI, env, home, transport=Transport.AUTO)
+        result = await client.run("hi", session_id=f"live-{uuid.uuid4().hex}")
+    assert result.status == "completed" and result.text == "over acp", result.error
+    async with scripted_cli(CliStyles.CLAUDE, ['{"content": "one shot"}']) as (_server, home, env):
+        client = create_cli_client(CliStyles.CLAUDE, binary("claude"), "scripted-model", env=env, cwd=home)
+        result = await client.run("hi", session_id=f"live-{uuid.uuid4().hex}")
+    assert result.text == "one shot", result.error
+    choices = [r.getMessage() for r in caplog.records if r.getMessage().startswith("transport:")]
+    assert choices[0].startswith("transport: ACP for gemini")
+    assert choices[1].startswith("transport: one-shot CLI for claude, because")
+    assert "adapter" in choices[1]
