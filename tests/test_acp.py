@@ -356,3 +356,23 @@ async def test_without_wait_for_an_acp_run_ends_pending_and_resumes_the_agent_se
     assert calls == [(5, 0)]
     (loaded,) = agent.received("session/load")
     assert loaded["params"]["sessionId"] == agent.received("session/prompt")[0]["params"]["sessionId"]
+
+
+async def test_a_session_the_agent_cannot_load_is_replaced_by_a_seeded_one_and_said_so(agent, session_id, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO)
+    agent.script([[{"say": "first"}], [{"say": "second"}]], capabilities={**HTTP, "loadSession": True})
+    assert (await run(agent, session_id, prompt="remember me")).status == "completed"
+    (agent.root / "sessions.json").unlink()
+    again = await run(agent, session_id + "-x", prompt="x")
+    assert again.status == "completed"
+    agent.script([[{"crash": 9}], [{"say": "fresh"}]], capabilities={**HTTP, "loadSession": True})
+    (agent.root / "prompt_count").unlink()
+    assert (await run(agent, session_id + "-y", prompt="keep this")).status == "failed"
+    (agent.root / "sessions.json").unlink()
+    resumed = await run(agent, session_id + "-y", prompt="keep this")
+    assert resumed.status == "completed", resumed.error
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "acp: the agent failed session/load" in said and "seeded with the transcript" in said
+    assert "keep this" in agent.received("session/prompt")[-1]["params"]["prompt"][0]["text"]

@@ -132,11 +132,15 @@ async def test_acp_rejects_the_agents_own_shell(style, caplog):
 async def test_acp_cancel_ends_the_turn_cancelled(style):
     async with scripted_cli(style, [Reply.slow(120)] * 3, acp=True) as (_server, home, env):
         async with await Toolkit.load(tools=[add]) as toolkit:
-            result = await acp_client(style, env, home, timeout=15).run(
-                "go", toolkit, session_id=f"live-{uuid.uuid4().hex}"
-            )
+            client = acp_client(style, env, home, timeout=8)
+            result = await client.run("go", toolkit, session_id=f"live-{uuid.uuid4().hex}")
     assert result.status == "failed"
-    assert result.error == "acp: timed out after 15000ms (the agent ended the turn: cancelled)"
+    if style is CliStyles.GOOSE:
+        # goose 1.52 leaves session/cancel unanswered while its model request is in flight
+        expected = "acp: timed out after 8000ms (the agent did not answer; its process group was killed)"
+    else:
+        expected = "acp: timed out after 8000ms (the agent ended the turn: cancelled)"
+    assert result.error == expected
 
 
 @pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
@@ -148,15 +152,25 @@ async def test_acp_resumed_run_reuses_the_agent_session(style, caplog):
             first = await acp_client(style, env, home).run("hello", toolkit, session_id=session)
             again = await acp_client(style, env, home).run("hello", toolkit, session_id=session)
     assert first.status == again.status == "completed", (first.error, again.error)
-    said = " | ".join(r.getMessage() for r in caplog.records if "agent session" in r.getMessage())
-    assert "resuming agent session" in said or "loading agent session" in said or "neither resume nor load" in said
-    if style is CliStyles.CLAUDE:
-        assert "resuming agent session" in said, said
+    said = " | ".join(
+        r.getMessage() for r in caplog.records if "session" in r.getMessage() and "acp:" in r.getMessage()
+    )
+    assert RESUME[style] in said, said
+
+
+RESUME = {
+    CliStyles.CLAUDE: "acp: resuming agent session",
+    CliStyles.CODEX: "acp: resuming agent session",
+    CliStyles.GEMINI: "acp: the agent failed session/load",
+    CliStyles.COPILOT: "acp: loading agent session",
+    CliStyles.OPENCODE: "acp: resuming agent session",
+    CliStyles.GOOSE: "acp: loading agent session",
+}
 
 
 async def test_auto_uses_acp_when_the_agent_answers_and_the_one_shot_path_otherwise(caplog):
     caplog.set_level(logging.INFO)
-    async with scripted_cli(CliStyles.GEMINI, [Reply.say("over acp")], acp=True) as (server, home, env):
+    async with scripted_cli(CliStyles.GEMINI, [Reply.say("over acp")], acp=True) as (_server, home, env):
         client = acp_client(CliStyles.GEMINI, env, home, transport=Transport.AUTO)
         result = await client.run("hi", session_id=f"live-{uuid.uuid4().hex}")
     assert result.status == "completed" and result.text == "over acp", result.error

@@ -423,26 +423,36 @@ class AcpTransport:
         return session_id
 
     async def _reopen(self, agent_session: str) -> None:
+        """Resume if advertised, else load if advertised, else (or when the agent fails to)
+        a fresh session seeded with the transcript; the log says which, never silently.
+        Finished tool calls replay from storage whatever the agent remembers."""
         params = {"sessionId": agent_session, "cwd": self.config.cwd, "mcpServers": self._mcp_servers()}
+        method = None
         if capability(self.capabilities, "sessionCapabilities", "resume"):
-            self._log(f"acp: resuming agent session {agent_session}")
-            self._session_reply = await self._request("session/resume", params) or {}
+            method, verb = "session/resume", "resuming"
         elif capability(self.capabilities, "loadSession"):
-            self._log(f"acp: loading agent session {agent_session}")
-            self._replaying = True
-            try:
-                self._session_reply = await self._request("session/load", params) or {}
-            finally:
-                self._replaying = False
-        else:
+            method, verb = "session/load", "loading"
+        if method is None:
             self._log(
                 f"acp: the agent can neither resume nor load session {agent_session}:"
                 " starting a fresh session seeded with the transcript"
             )
-            await self._new_session()
-            self._seed = True
-            return
-        self.session_id = agent_session
+        else:
+            self._log(f"acp: {verb} agent session {agent_session}")
+            self._replaying = method == "session/load"
+            try:
+                self._session_reply = await self._request(method, params) or {}
+                self.session_id = agent_session
+                return
+            except RemoteError as exc:
+                self._log(
+                    f"acp: the agent failed {method} for session {agent_session} ({exc}):"
+                    " starting a fresh session seeded with the transcript"
+                )
+            finally:
+                self._replaying = False
+        await self._new_session()
+        self._seed = True
 
     async def _configure(self) -> None:
         reply = as_object(self._session_reply)
