@@ -207,9 +207,13 @@ async def _styles_verify(args: argparse.Namespace) -> int:
     style = CliStyles.parse(args.style)
     if style in (CliStyles.CUSTOM, CliStyles.DEVIN):
         raise UsageError(f"styles verify has no scripted-server recipe for {style.value}")
-    print(f"{style.value}: {args.command} — {version_of(args.command)}")
+    chosen = builtin_style(style)
+    print(
+        f"{style.value}: {args.command} — {version_of(args.command)}"
+        f" (style verified with {chosen.verified}{f'; acp {chosen.acp.verified}' if chosen.acp else ''})"
+    )
     checks = await verify_one_shot(style, args.command, model=args.model, timeout=args.timeout)
-    launch = builtin_style(style).acp
+    launch = chosen.acp
     if launch is not None and (not launch.adapter or args.acp_command):
         checks += await verify_acp(
             style, args.command, acp_command=args.acp_command, model=args.model, timeout=args.timeout

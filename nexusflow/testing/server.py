@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -27,6 +28,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from ..transports.cli.style import CliStyles
+from .agents import scripted_environment
 
 Api = Literal["anthropic", "chat", "responses", "gemini"]
 
@@ -75,7 +79,7 @@ class Recorded:
 
 
 _SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
-_KEY_QUERY = re.compile(r"(key=)[^&]+")
+_KEY_QUERY = re.compile(r"(?i)(?:^|(?<=&))((?:api_?)?key=)[^&]*")
 _SIDE_HINTS = re.compile(
     r"\b(title|summari[sz]e|summary|topic|suggest(ion)?s?|classif|router|route this|is_new_topic|quota)\b",
     re.IGNORECASE,
@@ -114,7 +118,8 @@ def _tool_names(api: Api, body: dict[str, Any]) -> list[str]:
             else:
                 names.append(str(item.get("name", "")))
         else:
-            names += [str(d.get("name", "")) for d in item.get("functionDeclarations", []) if isinstance(d, dict)]
+            declared = item.get("functionDeclarations") or item.get("function_declarations") or []
+            names += [str(d.get("name", "")) for d in declared if isinstance(d, dict)]
     return names
 
 
@@ -195,6 +200,11 @@ class ScriptedModelServer:
                 return Reply.fail(500, "scripted model server: no scripted reply left")
             return self._queue.pop(0)
 
+    def environment(self, style: CliStyles, home: Path, *, acp: bool = False) -> dict[str, str]:
+        """The environment (and, written under ``home``, the settings files) that point
+        ``style``'s CLI at this server; pass it as the client's ``env`` and ``home`` as ``cwd``."""
+        return scripted_environment(style, self.url, home, model=self.model, acp=acp)
+
     # ---- lifecycle ---------------------------------------------------------------------
 
     @property
@@ -265,7 +275,8 @@ class ScriptedModelServer:
         self.requests.append(Recorded(request.method, shown, api, body, side, headers))
         if api is None:
             return _aside(request.method, path, self.model)
-        assert isinstance(body, dict)
+        if not isinstance(body, dict):
+            return _error(api, 400, "scripted model server: the request body is not a JSON object")
         if side:
             reply = Reply.say(self.side_text)
         else:
@@ -341,13 +352,24 @@ def _aside(method: str, path: str, model: str) -> Response:
     return JSONResponse({"error": {"message": f"the scripted model server does not serve {method} {path}"}}, 404)
 
 
+_ERROR_TYPES = {  # status -> (Anthropic and OpenAI type, Gemini status), as the providers name them
+    401: ("authentication_error", "UNAUTHENTICATED"),
+    403: ("permission_error", "PERMISSION_DENIED"),
+    404: ("not_found_error", "NOT_FOUND"),
+    429: ("rate_limit_error", "RESOURCE_EXHAUSTED"),
+    503: ("overloaded_error", "UNAVAILABLE"),
+}
+
+
 def _error(api: Api, status: int, message: str) -> Response:
+    default = ("api_error", "INTERNAL") if status >= 500 else ("invalid_request_error", "INVALID_ARGUMENT")
+    kind, gemini_status = _ERROR_TYPES.get(status, default)
     if api == "anthropic":
-        body: dict[str, Any] = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        body: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
     elif api == "gemini":
-        body = {"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}}
+        body = {"error": {"code": status, "message": message, "status": gemini_status}}
     else:
-        body = {"error": {"message": message, "type": "invalid_request_error", "code": None, "param": None}}
+        body = {"error": {"message": message, "type": kind, "code": None, "param": None}}
     return JSONResponse(body, status_code=status)
 
 
