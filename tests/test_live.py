@@ -182,3 +182,16 @@ async def test_auto_uses_acp_when_the_agent_answers_and_the_one_shot_path_otherw
     assert choices[0].startswith("transport: ACP for gemini")
     assert choices[1].startswith("transport: one-shot CLI for claude, because")
     assert "adapter" in choices[1]
+
+
+def test_the_scripted_cli_example_runs_a_real_cli_on_the_scripted_server():
+    example = Path(__file__).parent.parent / "examples" / "scripted_cli.py"
+    done = subprocess.run(
+        [sys.executable, str(example), "claude", binary("claude")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "completed 2 + 3 = 5 (the tool returned 5; 2 model turns)" in done.stdout, done.stdout
