@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import re
 import socket
 import threading
@@ -219,6 +220,7 @@ class ScriptedModelServer:
         self.port = self._socket.getsockname()[1]
         config = uvicorn.Config(self._app(), log_level="warning", lifespan="off", access_log=False)
         self._server = uvicorn.Server(config)
+        logging.getLogger("uvicorn.error").addFilter(_hung_up)
         return self._server
 
     def __enter__(self) -> ScriptedModelServer:
@@ -294,6 +296,12 @@ class ScriptedModelServer:
                 render.stream(reply, calls, model, next(self._ids)), media_type="text/event-stream"
             )
         return JSONResponse(render.whole(reply, calls, model, next(self._ids)))
+
+
+def _hung_up(record: logging.LogRecord) -> bool:
+    """Agents drop a streamed reply they no longer need (a side request when they exit):
+    uvicorn calls that an error, for the scripted server it is not one."""
+    return record.getMessage() != "ASGI callable returned without completing response."
 
 
 def _api_of(method: str, path: str) -> Api | None:
