@@ -13,6 +13,7 @@ agent does not give up on), to show what the figure excludes.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -70,6 +71,7 @@ async def patience(style: CliStyles, command: str, adapter: str | None, hold: fl
                                 return f">= {cap:.0f} s"
                             await anyio.sleep(0.05)
                         waited = time.perf_counter() - started[0] if started else float("nan")
+                        print(f"  {style.value}: the agent moved on after {waited:.1f} s; closing", file=sys.stderr)
                         group.cancel_scope.cancel()
                 finally:
                     active_run.reset(token)
@@ -87,14 +89,12 @@ async def main(cap: float, only: set[str]) -> None:
             await patience(style, command, adapter, hold=0.0, cap=cap),
             await patience(style, command, adapter, hold=cap + 30, cap=cap),
         )
+        print(f"{style.value:9} {found[style][0]:>24} {found[style][1]:>25}", flush=True)
 
+    print(f"{'agent':9} {'tool answering at once':>24} {'tool that never answers':>25}", flush=True)
     async with anyio.create_task_group() as group:
         for style, (name, adapter_name) in chosen.items():
             group.start_soon(measure, style, installed(name), installed(adapter_name) if adapter_name else None)
-    print(f"{'agent':9} {'tool answering at once':>24} {'tool that never answers':>25}")
-    for style in chosen:
-        quick, slow = found[style]
-        print(f"{style.value:9} {quick:>24} {slow:>25}")
 
 
 if __name__ == "__main__":
