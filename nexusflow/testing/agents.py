@@ -85,12 +85,13 @@ def scripted_environment(
             },
             "model": f"scripted/{model}",
             "small_model": f"scripted/{model}",
-            **({} if acp else {"agent": {"build": {"tools": {"*": False}}}}),
             "autoupdate": False,
             "share": "disabled",
         }
+        folder = home / ".config" / "opencode"  # a file, so the style's OPENCODE_CONFIG_CONTENT stays
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "opencode.json").write_text(json.dumps(config))
         return base | {
-            "OPENCODE_CONFIG_CONTENT": json.dumps(config),
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
         }

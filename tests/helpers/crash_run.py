@@ -8,6 +8,7 @@ can count them across both processes.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -31,6 +32,14 @@ def record(name: str, line: str) -> None:
         handle.write(line + "\n")
 
 
+def stored(path: Path) -> bool:
+    """A whole result record, not one Prefect is still writing (the file exists first)."""
+    try:
+        return bool(json.loads(path.read_bytes()))
+    except (OSError, ValueError):
+        return False
+
+
 @tool
 def charge(amount: int) -> str:
     """A side effect that must happen once."""
@@ -43,7 +52,7 @@ def notify(who: str) -> str:
     """The call the process dies in, after charge's result is stored."""
     if not args.no_crash:
         deadline = time.monotonic() + 60
-        while not list(STORAGE.glob(f"{args.session}/1/tool/0-*")):
+        while not any(stored(path) for path in STORAGE.glob(f"{args.session}/1/tool/0-*")):
             if time.monotonic() > deadline:
                 sys.exit("charge's result was never persisted")
             time.sleep(0.05)
