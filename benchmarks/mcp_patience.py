@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import anyio
-from real_agents import AGENTS, installed, remember, request
+from real_agents import AGENTS, acp_session, installed, request
 
-from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
-from nexusflow._runtime import ActiveRun, active_run
-from nexusflow.tasks import execute_tool
-from nexusflow.testing import Reply, ScriptedModelServer
-from nexusflow.testing.conformance import default_model
-from nexusflow.transports.acp.transport import AcpTransport
+from nexusflow import CliStyles, Toolkit, tool
+from nexusflow.testing import Reply
+from nexusflow.testing.conformance import scripted_cli
 
 
 async def patience(style: CliStyles, command: str, adapter: str | None, hold: float, cap: float) -> str:
@@ -40,41 +35,21 @@ async def patience(style: CliStyles, command: str, adapter: str | None, hold: fl
         return "answered"
 
     replies = [Reply.call("wait_here"), Reply.say("gave up"), Reply.say("gave up")]
-    async with ScriptedModelServer(replies) as server:
-        with tempfile.TemporaryDirectory(prefix="nexusflow-patience-") as scratch:
-            home = Path(scratch)
-            client = create_cli_client(
-                style,
-                command,
-                default_model(style, acp=True),
-                transport=Transport.ACP,
-                acp_command=adapter,
-                env=server.environment(style, home, acp=True),
-                workspace=home,
-                cwd=home,
-                timeout=cap + 60,
-            )
-
-            async def run_tool(step, index, call):  # type: ignore[no-untyped-def]
-                return await execute_tool(call), False
-
-            async with await Toolkit.load(tools=[wait_here]) as toolkit, client.transport() as transport:
-                assert isinstance(transport, AcpTransport)
-                token = active_run.set(ActiveRun(client.options, toolkit, transport, "patience", run_tool=run_tool))
-                try:
-                    await transport.begin(remember)
-                    async with anyio.create_task_group() as group:
-                        group.start_soon(transport.generate, request())
-                        while len(server.turns()) < 2:
-                            if started and time.perf_counter() - started[0] > cap:
-                                group.cancel_scope.cancel()
-                                return f">= {cap:.0f} s"
-                            await anyio.sleep(0.05)
-                        waited = time.perf_counter() - started[0] if started else float("nan")
-                        print(f"  {style.value}: the agent moved on after {waited:.1f} s; closing", file=sys.stderr)
-                        group.cancel_scope.cancel()
-                finally:
-                    active_run.reset(token)
+    async with scripted_cli(style, replies, acp=True) as (server, home, env):
+        async with (
+            await Toolkit.load(tools=[wait_here]) as toolkit,
+            acp_session(style, command, adapter, home, env, toolkit, timeout=cap + 60) as transport,
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(transport.generate, request())
+            while len(server.turns()) < 2:
+                if started and time.perf_counter() - started[0] > cap:
+                    group.cancel_scope.cancel()
+                    return f">= {cap:.0f} s"
+                await anyio.sleep(0.05)
+            waited = time.perf_counter() - started[0] if started else float("nan")
+            print(f"  {style.value}: the agent moved on after {waited:.1f} s; closing", file=sys.stderr)
+            group.cancel_scope.cancel()
     return f"{waited:.1f} s"
 
 

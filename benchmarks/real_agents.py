@@ -19,19 +19,20 @@ import hashlib
 import json
 import os
 import statistics
-import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 
-from nexusflow import CliStyles, ModelRequest, Toolkit, Transport, create_cli_client
+from nexusflow import CliStyles, ModelRequest, ToolCall, Toolkit, Transport, create_cli_client
 from nexusflow._runtime import ActiveRun, active_run
+from nexusflow.tasks import ToolRecord, execute_tool
 from nexusflow.testing import Reply, ScriptedModelServer
-from nexusflow.testing.conformance import SERVER_MODEL, default_model, version_of
+from nexusflow.testing.conformance import SERVER_MODEL, default_model, scripted_cli, version_of
 from nexusflow.transports.acp.transport import AcpTransport
 
 ROOT = Path(__file__).parent.parent
@@ -76,26 +77,18 @@ async def baseline(requests: int) -> float:
 
 async def one_shot(style: CliStyles, command: str, launches: int) -> float:
     answer = json.dumps({"content": "ok"})
-    async with ScriptedModelServer([answer] * launches * 4) as server:
-        with tempfile.TemporaryDirectory(prefix="nexusflow-bench-") as scratch:
-            home = Path(scratch)
-            client = create_cli_client(
-                style,
-                command,
-                default_model(style),
-                transport=Transport.CLI,
-                env=server.environment(style, home),
-                cwd=home,
-                repair_budget=0,
-            )
-            times = []
-            async with client.transport() as transport:
-                for _ in range(launches):
-                    started = time.perf_counter()
-                    reply = await transport.generate(request())
-                    times.append(time.perf_counter() - started)
-                    if reply.content != "ok":
-                        raise RuntimeError(f"{style.value}: one-shot answered {reply.content!r}")
+    async with scripted_cli(style, [answer] * launches * 4) as (_server, home, env):
+        client = create_cli_client(
+            style, command, default_model(style), transport=Transport.CLI, env=env, cwd=home, repair_budget=0
+        )
+        times = []
+        async with client.transport() as transport:
+            for _ in range(launches):
+                started = time.perf_counter()
+                reply = await transport.generate(request())
+                times.append(time.perf_counter() - started)
+                if reply.content != "ok":
+                    raise RuntimeError(f"{style.value}: one-shot answered {reply.content!r}")
     return statistics.median(times)
 
 
@@ -103,38 +96,57 @@ async def remember(kind: str, inputs: Any, produce: Callable[[], Awaitable[Any]]
     return await produce(), False
 
 
+async def run_tool(step: int, index: int, call: ToolCall) -> tuple[ToolRecord, bool]:
+    return await execute_tool(call), False
+
+
+@asynccontextmanager
+async def acp_session(
+    style: CliStyles,
+    command: str,
+    adapter: str | None,
+    home: Path,
+    env: dict[str, str],
+    toolkit: Toolkit,
+    timeout: float = 300.0,
+) -> AsyncIterator[AcpTransport]:
+    """An open, begun ACP session of a real agent, as a run would have it, without Prefect:
+    served calls run the toolkit directly."""
+    client = create_cli_client(
+        style,
+        command,
+        default_model(style, acp=True),
+        transport=Transport.ACP,
+        acp_command=adapter,
+        env=env,
+        workspace=home,
+        cwd=home,
+        timeout=timeout,
+    )
+    async with client.transport() as transport:
+        assert isinstance(transport, AcpTransport)
+        token = active_run.set(ActiveRun(client.options, toolkit, transport, "bench", run_tool=run_tool))
+        try:
+            await transport.begin(remember)
+            yield transport
+        finally:
+            active_run.reset(token)
+
+
 async def warm_acp(style: CliStyles, command: str, adapter: str | None, turns: int) -> tuple[float, float]:
-    async with ScriptedModelServer([Reply.say("ok")] * (turns + 1)) as server:
-        with tempfile.TemporaryDirectory(prefix="nexusflow-bench-") as scratch:
-            home = Path(scratch)
-            client = create_cli_client(
-                style,
-                command,
-                default_model(style, acp=True),
-                transport=Transport.ACP,
-                acp_command=adapter,
-                env=server.environment(style, home, acp=True),
-                workspace=home,
-                cwd=home,
-            )
-            async with await Toolkit.load() as toolkit:
-                started = time.perf_counter()
-                async with client.transport() as transport:
-                    assert isinstance(transport, AcpTransport)
-                    token = active_run.set(ActiveRun(client.options, toolkit, transport, "bench"))
-                    try:
-                        await transport.begin(remember)
-                        start = time.perf_counter() - started
-                        await transport.generate(request())
-                        times = []
-                        for _ in range(turns):
-                            started = time.perf_counter()
-                            reply = await transport.generate(request())
-                            times.append(time.perf_counter() - started)
-                            if not (reply.content or "").endswith("ok"):  # codex-acp may prefix a warning
-                                raise RuntimeError(f"{style.value}: ACP answered {reply.content!r}")
-                    finally:
-                        active_run.reset(token)
+    async with scripted_cli(style, [Reply.say("ok")] * (turns + 1), acp=True) as (_server, home, env):
+        async with await Toolkit.load() as toolkit:
+            started = time.perf_counter()
+            async with acp_session(style, command, adapter, home, env, toolkit) as transport:
+                start = time.perf_counter() - started
+                await transport.generate(request())
+                times = []
+                for _ in range(turns):
+                    started = time.perf_counter()
+                    reply = await transport.generate(request())
+                    times.append(time.perf_counter() - started)
+                    if not (reply.content or "").endswith("ok"):  # codex-acp may prefix a warning
+                        raise RuntimeError(f"{style.value}: ACP answered {reply.content!r}")
     return start, statistics.median(times)
 
 

@@ -20,7 +20,6 @@ from ..messages import RunResult
 from ..toolkit import Toolkit, tool
 from ..transports.choice import Transport
 from ..transports.cli.style import CliStyle, CliStyles, builtin_style
-from .agents import scripted_environment
 from .server import Recorded, Reply, ScriptedModelServer, _tool_names
 
 EXACT_TEXT = '-leading dash, "quotes", new\nlines, <>&, café 中文 🙂'
@@ -83,7 +82,7 @@ async def scripted_cli(
     home = Path(tempfile.mkdtemp(prefix=f"nexusflow-{style.value}-"))
     try:
         async with ScriptedModelServer(replies, model=SERVER_MODEL) as server:
-            yield server, home, scripted_environment(style, server.url, home, model=SERVER_MODEL, acp=acp)
+            yield server, home, server.environment(style, home, acp=acp)
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
