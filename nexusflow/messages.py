@@ -1,7 +1,7 @@
 """The conversation in the OpenAI chat-completions shape, and the result of a run.
 
 Everything that crosses a boundary (a transport, a persisted task result, a flow result)
-is one of these models, so the shape is checked once, here.
+is one of these models, so the shape is checked once, here, and so is the text (``Text``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,40 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+
+def repair_text(text: str) -> str:
+    """Replace each lone surrogate with U+FFFD (a split pair becomes its character again).
+
+    A JSON escape such as ``"\\ud83d"`` decodes into a lone surrogate, which UTF-8 cannot
+    encode: left in, it crashes the run wherever the text is next written (a CLI's stdin, a
+    stored result) with an unrelated ``UnicodeEncodeError``. This runs on every message, so
+    text without a surrogate returns itself at once: ASCII in O(1), the rest after one UTF-16
+    encode, which is strict about surrogates and the cheapest scan for them."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-16-le")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def repair_json(value: Any) -> Any:
+    """``repair_text`` on every string (keys too) of decoded JSON: tool arguments parsed from
+    a pre-encoded string reach a tool without passing through a ``Text`` field."""
+    if isinstance(value, str):
+        return repair_text(value)
+    if isinstance(value, dict):
+        return {repair_text(key) if isinstance(key, str) else key: repair_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [repair_json(item) for item in value]
+    return value
+
+
+Text = Annotated[str, AfterValidator(repair_text)]
+"""A string that is always encodable as UTF-8: every text field that crosses a boundary."""
 
 
 def new_call_id() -> str:
@@ -28,8 +61,8 @@ def _encode_arguments(value: Any) -> str:
 
 
 class FunctionCall(BaseModel):
-    name: str
-    arguments: str = "{}"
+    name: Text
+    arguments: Text = "{}"
 
     @model_validator(mode="before")
     @classmethod
@@ -43,7 +76,7 @@ class ToolCall(BaseModel):
     """One call the model asked for. Accepts the OpenAI shape or the flat
     ``{"id"?, "name", "arguments"}`` shape; a call without an id gets one."""
 
-    id: str = Field(default_factory=new_call_id)
+    id: Text = Field(default_factory=new_call_id)
     type: Literal["function"] = "function"
     function: FunctionCall
 
@@ -67,7 +100,7 @@ class ToolCall(BaseModel):
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as an object; raises ``ValueError`` when they are not a JSON object."""
-        value = json.loads(self.function.arguments or "{}")
+        value = repair_json(json.loads(self.function.arguments or "{}"))
         if not isinstance(value, dict):
             raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
         return value
@@ -75,24 +108,24 @@ class ToolCall(BaseModel):
 
 class SystemMessage(BaseModel):
     role: Literal["system"] = "system"
-    content: str
+    content: Text
 
 
 class UserMessage(BaseModel):
     role: Literal["user"] = "user"
-    content: str
+    content: Text
 
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str | None = None
+    content: Text | None = None
     tool_calls: list[ToolCall] | None = None
 
 
 class ToolMessage(BaseModel):
     role: Literal["tool"] = "tool"
-    tool_call_id: str
-    content: str
+    tool_call_id: Text
+    content: Text
 
 
 Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
@@ -162,7 +195,7 @@ class TurnStats(BaseModel):
 class ModelReply(BaseModel):
     """What one model turn produced: a final answer (``content``) or tool calls."""
 
-    content: str | None = None
+    content: Text | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     stats: TurnStats = Field(default_factory=TurnStats)
@@ -187,7 +220,7 @@ class Request(BaseModel):
 
     id: str = ""
     kind: Literal["approval", "input", "auth"] = "approval"
-    prompt: str
+    prompt: Text
     url: str | None = None
     data: Any = None
     expires_at: datetime | None = None
@@ -209,7 +242,7 @@ class ToolResult(BaseModel):
     should see (unknown tool, invalid arguments, a raising tool). ``pending`` marks a call
     that suspended: it waits for an answer to that request."""
 
-    content: str
+    content: Text
     is_error: bool = False
     pending: Request | None = None
 
@@ -238,10 +271,10 @@ class RunMetrics(BaseModel):
 
 class RunResult(BaseModel):
     status: Literal["completed", "pending", "failed"]
-    text: str | None = None
+    text: Text | None = None
     messages: list[Message] = Field(default_factory=list)
     metrics: RunMetrics = Field(default_factory=RunMetrics)
     session_id: str
     flow_run_id: str | None = None
-    error: str | None = None
+    error: Text | None = None
     request: Request | None = Field(default=None, description="What a pending run waits for.")

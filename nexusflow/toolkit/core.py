@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -13,11 +14,13 @@ import anyio
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from ..errors import ToolkitError, tool_error_arguments, tool_error_raised, tool_error_timed_out, tool_error_unknown
-from ..messages import ToolResult, ToolSpec
+from ..messages import ToolResult, ToolSpec, repair_json
 from ..policies import NO_POLICY, ToolPolicy
 from .functions import FunctionTool
 from .mcp import McpTool, connect_server, load_mcp_config
 from .skills import SkillTool, load_skills, skills_prompt
+
+logger = logging.getLogger("nexusflow.toolkit")
 
 
 @runtime_checkable
@@ -32,12 +35,32 @@ class Tool(Protocol):
     async def call(self, arguments: dict[str, Any]) -> ToolResult: ...
 
 
+class _PolicyTimeout(TimeoutError):
+    """The policy's timeout passed; a ``TimeoutError`` the tool raises itself is its own error.
+    A ``TimeoutError`` still, so ``retry_on=(TimeoutError,)`` retries it."""
+
+
 async def _with_policy(item: Tool, arguments: dict[str, Any], policy: ToolPolicy) -> ToolResult:
     async def attempt() -> ToolResult:
         if policy.timeout is None:
             return await item.call(arguments)
-        with anyio.fail_after(policy.timeout):
-            return await item.call(arguments)
+        result: ToolResult | None = None
+        with anyio.move_on_after(policy.timeout) as scope:
+            result = await item.call(arguments)
+        if result is None:  # cancelled at the deadline
+            raise _PolicyTimeout
+        overrun = anyio.current_time() - scope.deadline
+        if overrun >= 0:
+            # An async tool that shields itself or blocks the event loop cannot be interrupted;
+            # what it returns after its deadline is dropped, like a sync tool's late result.
+            logger.warning(
+                'tool "%s" ignored its %gs timeout and returned %.1fs late; its late result is discarded',
+                item.name,
+                policy.timeout,
+                overrun,
+            )
+            raise _PolicyTimeout
+        return result
 
     retrying = AsyncRetrying(
         stop=stop_after_attempt(policy.retries + 1),
@@ -130,6 +153,7 @@ class Toolkit:
                 return ToolResult(content=tool_error_arguments(name, f"not JSON: {exc.msg}"), is_error=True)
         else:
             parsed = arguments
+        parsed = repair_json(parsed)
         if not isinstance(parsed, dict):
             return ToolResult(
                 content=tool_error_arguments(name, f"expected a JSON object, got {type(parsed).__name__}"),
@@ -137,7 +161,7 @@ class Toolkit:
             )
         try:
             return await _with_policy(item, parsed, policy)
-        except TimeoutError:
+        except _PolicyTimeout:
             return ToolResult(content=tool_error_timed_out(name, policy.timeout or 0), is_error=True)
         except Exception as exc:
             return ToolResult(content=tool_error_raised(name, exc), is_error=True)

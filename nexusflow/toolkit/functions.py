@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import re
 from collections.abc import Callable
 from typing import Any, overload
 
+import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from ..errors import ToolkitError, tool_error_arguments
-from ..messages import FunctionSpec, ToolResult, ToolSpec
+from ..messages import FunctionSpec, ToolResult, ToolSpec, repair_json
 from ..suspension import Suspension
+
+logger = logging.getLogger("nexusflow.toolkit")
 
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -47,7 +51,11 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 def _render(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return to_json(value, fallback=str).decode()
+    try:
+        return to_json(value, fallback=str).decode()
+    except PydanticSerializationError:
+        # A lone surrogate somewhere inside: repair it rather than report an encoding error.
+        return to_json(repair_json(to_jsonable_python(value, fallback=str))).decode()
 
 
 class FunctionTool:
@@ -88,6 +96,19 @@ class FunctionTool:
         """Calling the decorated function directly still works, as before decoration."""
         return self.fn(*args, **kwargs)
 
+    async def _in_thread(self, kwargs: dict[str, Any]) -> Any:
+        """A sync function in a worker thread that a timeout (or a stopped run) abandons: a
+        thread cannot be stopped, and waiting for it would make the timeout a lie."""
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            logger.warning(
+                'tool "%s" was cancelled (timed out or its run stopped) while running in a worker thread; a thread'
+                " cannot be killed, so the function keeps running in the background and its late result is discarded",
+                self.name,
+            )
+            raise
+
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
         """Invalid arguments are an error result; an exception the function raises
         propagates (the toolkit applies the policy's retries, then reports it)."""
@@ -102,7 +123,7 @@ class FunctionTool:
         if self._is_async:
             value = await self.fn(**kwargs)
         else:
-            value = await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs))
+            value = await self._in_thread(kwargs)
         if isinstance(value, Suspension):
             return ToolResult(content=f"pending: {value.request.prompt}", pending=value.request)
         return ToolResult(content=_render(value))
