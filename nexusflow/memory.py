@@ -13,7 +13,9 @@ import anyio
 from prefect.settings import get_current_settings
 from pydantic import BaseModel, Field, TypeAdapter
 
-from .messages import Message, Request
+from ._storage import read_record, write_record
+from .messages import Message, Request, Text
+from .tasks.keys import digest
 
 _MESSAGES = TypeAdapter(list[Message])
 
@@ -60,26 +62,46 @@ class LocalConversationStore:
 
 
 class SessionRecord(BaseModel):
-    """What ``client.resume`` needs to run a session again: its inputs, and what it waits for."""
+    """A run's inputs: its prompt and the conversation before it. Stored in result storage
+    and passed to the flow by reference, because Prefect caps flow parameters at 512 KB."""
 
-    prompt: str
+    prompt: Text
     history: list[Message] = Field(default_factory=list)
     conversation_id: str | None = None
     pending: Request | None = None
 
 
+class SessionState(BaseModel):
+    """What ``client.resume`` needs to run a session again: its inputs and what it waits for."""
+
+    inputs: str
+    conversation_id: str | None = None
+    pending: Request | None = None
+
+
+def _inputs_reference(record: SessionRecord) -> str:
+    return "inputs-" + digest(record.model_dump(mode="json", exclude={"pending"}))
+
+
+async def write_inputs(session_id: str, record: SessionRecord) -> str:
+    """Store a run's inputs once (their name is their digest) and return the reference."""
+    reference = _inputs_reference(record)
+    await write_record(record.model_copy(update={"pending": None}), "sessions", session_id, f"{reference}.json")
+    return reference
+
+
+async def read_inputs(session_id: str, reference: str) -> SessionRecord | None:
+    return await read_record(SessionRecord, "sessions", session_id, f"{reference}.json")
+
+
 class SessionStore:
-    def __init__(self, directory: str | Path | None = None) -> None:
-        self.directory = Path(directory) if directory is not None else _root() / "sessions"
+    """Session records in Prefect's result storage, so any process that sees the same
+    storage (another worker, another machine) can resume a session."""
 
-    def _path(self, session_id: str) -> Path:
-        return self.directory / f"{session_id}.json"
+    where = "Prefect's result storage"
 
-    async def get(self, session_id: str) -> SessionRecord | None:
-        path = self._path(session_id)
-        if not path.exists():
-            return None
-        return SessionRecord.model_validate_json(await anyio.Path(path).read_bytes())
+    async def get(self, session_id: str) -> SessionState | None:
+        return await read_record(SessionState, "sessions", session_id, "session.json")
 
-    async def save(self, session_id: str, record: SessionRecord) -> None:
-        await anyio.to_thread.run_sync(_write_atomically, self._path(session_id), record.model_dump_json())
+    async def save(self, session_id: str, state: SessionState) -> None:
+        await write_record(state, "sessions", session_id, "session.json")

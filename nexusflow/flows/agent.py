@@ -9,13 +9,17 @@ from typing import Any, Literal
 from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 from prefect.context import TaskRunContext
-from prefect.results import get_result_store
+from prefect.filesystems import WritableFileSystem
+from prefect.results import ResultStore
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 from prefect.utilities.annotations import quote
 
+from .._lease import session_lease
 from .._runtime import ActiveRun, PendingRun, active_run, current_pending
-from ..errors import NexusflowError, describe, unwrap
+from .._storage import step_storage
+from ..errors import NexusflowError, StorageError, describe, unwrap
+from ..memory import SessionRecord, read_inputs
 from ..messages import (
     Answer,
     AssistantMessage,
@@ -30,21 +34,26 @@ from ..messages import (
     UserMessage,
 )
 from ..suspension import Suspended, outcome_text
-from ..tasks import ToolRecord, TurnRecord, model_turn, remembered, suspension, tool_call, wait, wait_key
+from ..tasks import (
+    ToolRecord,
+    TurnRecord,
+    chained_key,
+    check_stored,
+    forget,
+    model_turn,
+    remembered,
+    suspension,
+    tool_call,
+    wait,
+)
 from ..transports import SessionTransport
 from .loop import LoopState, drive, opening_messages
 
 
-async def _prefect_turn(session_id: str, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
-    state = await model_turn(session_id, step, quote(request), return_state=True)  # type: ignore[misc]
-    return TurnRecord.model_validate(await state.aresult()), state.name == "Cached"
-
-
-async def _prefect_tool(
-    session_id: str, step: int, index: int, call: ToolCall, answer: Answer | None = None
-) -> tuple[ToolRecord, bool]:
-    state = await tool_call(session_id, step, index, quote(call), answer, return_state=True)  # type: ignore[misc]
-    return ToolRecord.model_validate(await state.aresult()), state.name == "Cached"
+def preview(prompt: str, limit: int = 500) -> str:
+    """What the UI shows of a prompt: flow-run parameters are capped at 512 KB by Prefect,
+    so the prompt itself travels by reference (see ``SessionRecord``)."""
+    return prompt if len(prompt) <= limit else prompt[:limit] + f"... ({len(prompt)} characters)"
 
 
 def _transcript(messages: list[Message]) -> str:
@@ -65,42 +74,18 @@ def _artifact_key(session_id: str) -> str:
 
 
 @flow(name="agent_run", flow_run_name="agent-{session_id}", validate_parameters=True)
-async def agent_run(prompt: str, session_id: str, history: list[Message] | None = None) -> RunResult:
-    """Run the agent loop for ``prompt`` (after ``history``, an earlier conversation).
-    Started by ``Client.run``, which supplies the client and toolkit; a rerun with the same
-    ``session_id`` replays finished steps."""
+async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None) -> RunResult:
+    """Run the agent loop for the session's stored inputs (``inputs`` names them; ``prompt``
+    is only a preview for the UI). Started by ``Client.run``, which supplies the client and
+    toolkit; a rerun with the same ``session_id`` replays finished steps, and one session
+    runs in one flow run at a time."""
     pending = current_pending()
     options = pending.client.options
     toolkit = pending.toolkit
     logger = get_run_logger()
     run_id = str(flow_run.get_id())
-    state = LoopState(opening_messages(prompt, options.system_prompt, toolkit.instructions, history))
-
-    async def turn(step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
-        record, replayed = await _prefect_turn(session_id, step, request)
-        calls = ", ".join(call.name for call in record.reply.tool_calls)
-        logger.info(
-            "turn %d%s: %s", step, " (replayed)" if replayed else "", f"calls {calls}" if calls else "final answer"
-        )
-        return record, replayed
-
-    async def call(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
-        return await _prefect_tool(session_id, step, index, tool)
-
-    async def settle(
-        step: int, index: int, tool: ToolCall, record: ToolRecord, replayed: bool
-    ) -> tuple[ToolRecord, bool]:
-        if record.result.pending is None:
-            return record, replayed
-        return await _settle(pending, session_id, step, index, tool, record), replayed
-
-    async def call_and_settle(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
-        record, replayed = await call(step, index, tool)
-        return await settle(step, index, tool, record, replayed)
-
-    async def remember(kind: str, inputs: dict[str, object], produce: Callable[[], Awaitable[str]]) -> tuple[str, bool]:
-        state = await remembered(session_id, kind, inputs, quote(produce), return_state=True)  # type: ignore[misc]
-        return str(await state.aresult()), state.name == "Cached"
+    state = LoopState([])
+    steps = _Steps(session_id, await step_storage())
 
     def result(status: Literal["completed", "pending", "failed"], **fields: Any) -> RunResult:
         return RunResult(
@@ -112,32 +97,65 @@ async def agent_run(prompt: str, session_id: str, history: list[Message] | None 
             **fields,
         )
 
+    async def turn(step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
+        record, replayed = await steps.turn(step, request)
+        calls = ", ".join(call.name for call in record.reply.tool_calls)
+        logger.info(
+            "turn %d%s: %s", step, " (replayed)" if replayed else "", f"calls {calls}" if calls else "final answer"
+        )
+        return record, replayed
+
+    async def call(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
+        return await steps.tool(step, index, tool)
+
+    async def settle(
+        step: int, index: int, tool: ToolCall, record: ToolRecord, replayed: bool
+    ) -> tuple[ToolRecord, bool]:
+        if record.result.pending is None:
+            return record, replayed
+        return await _settle(pending, steps, step, index, tool, record), replayed
+
+    async def call_and_settle(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
+        record, replayed = await call(step, index, tool)
+        return await settle(step, index, tool, record, replayed)
+
+    async def remember(kind: str, inputs: dict[str, object], produce: Callable[[], Awaitable[str]]) -> tuple[str, bool]:
+        state = await _with_storage(remembered, steps.storage)(
+            session_id, kind, inputs, quote(produce), return_state=True
+        )  # type: ignore[misc]
+        return str(await state.aresult()), state.name == "Cached"
+
     try:
-        async with pending.client.transport() as transport:
-            run = ActiveRun(
-                options=options,
-                toolkit=toolkit,
-                transport=transport,
-                session_id=session_id,
-                run_tool=call_and_settle,
-                emit=pending.emit,
+        async with session_lease(session_id, run_id):
+            record = await _inputs(session_id, inputs, prompt)
+            state.messages = opening_messages(
+                record.prompt, options.system_prompt, toolkit.instructions, record.history
             )
-            token = active_run.set(run)
-            try:
-                if isinstance(transport, SessionTransport):
-                    await transport.begin(remember)
-                text = await drive(
-                    state,
-                    tools=toolkit.specs(),
-                    model=options.model,
-                    max_turns=options.max_turns,
-                    run_turn=turn,
-                    run_tool=call,
-                    settle=settle,
+            async with pending.client.transport() as transport:
+                run = ActiveRun(
+                    options=options,
+                    toolkit=toolkit,
+                    transport=transport,
+                    session_id=session_id,
+                    run_tool=call_and_settle,
                     emit=pending.emit,
                 )
-            finally:
-                active_run.reset(token)
+                token = active_run.set(run)
+                try:
+                    if isinstance(transport, SessionTransport):
+                        await transport.begin(remember)
+                    text = await drive(
+                        state,
+                        tools=toolkit.specs(),
+                        model=options.model,
+                        max_turns=options.max_turns,
+                        run_turn=turn,
+                        run_tool=call,
+                        settle=settle,
+                        emit=pending.emit,
+                    )
+                finally:
+                    active_run.reset(token)
     except Exception as exc:
         await _publish(session_id, state.messages)
         waiting = unwrap(exc)
@@ -152,19 +170,111 @@ async def agent_run(prompt: str, session_id: str, history: list[Message] | None 
     return result("completed", text=text)
 
 
+async def _inputs(session_id: str, reference: str | None, prompt: str) -> SessionRecord:
+    """The run's prompt and history, stored by ``Client.run`` under ``reference``; a flow
+    started by hand with only a prompt runs that prompt."""
+    if reference is None:
+        return SessionRecord(prompt=prompt)
+    record = await read_inputs(session_id, reference)
+    if record is None:
+        raise StorageError(f'storage: the inputs "{reference}" of session "{session_id}" are not in result storage')
+    return record
+
+
+class _Steps:
+    """The steps of one run as keyed Prefect tasks. Each key chains the key before it: a
+    turn follows the previous turn and hashes only the messages that are new since then; a
+    tool call, a suspension and a wait follow the turn that asked for them."""
+
+    def __init__(self, session_id: str, storage: WritableFileSystem) -> None:
+        self.session_id = session_id
+        self.storage = storage
+        self.upstream = ""
+        self.known = 0
+        self.turn_key = ""
+
+    def _configured(self, task: Any) -> Any:
+        return _with_storage(task, self.storage)
+
+    async def turn(self, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
+        new = [message.model_dump(mode="json", exclude_none=True) for message in request.messages[self.known :]]
+        settings = request.model_dump(mode="json", exclude={"messages"}) if not self.upstream else None
+        key = chained_key(self.session_id, step, "turn", 0, self.upstream, {"new": new, "settings": settings})
+        forget(key)
+        task = self._configured(model_turn)
+        state = await task(self.session_id, step, key, quote(request), return_state=True)
+        record, replayed = TurnRecord.model_validate(await state.aresult()), state.name == "Cached"
+        check_stored(f"turn-{step}", key, replayed)
+        self.turn_key = key
+        self.upstream = key
+        self.known = len(request.messages)
+        return record, replayed
+
+    def tool_key(self, step: int, index: int, call: ToolCall, answer: Answer | None) -> str:
+        inputs = {"call": call.model_dump(), "answer": answer.model_dump(mode="json") if answer else None}
+        return chained_key(self.session_id, step, "tool", index, self.turn_key, inputs)
+
+    async def tool(
+        self, step: int, index: int, call: ToolCall, answer: Answer | None = None
+    ) -> tuple[ToolRecord, bool]:
+        key = self.tool_key(step, index, call, answer)
+        forget(key)
+        task = self._configured(tool_call)
+        state = await task(self.session_id, step, index, key, quote(call), answer, return_state=True)
+        record, replayed = ToolRecord.model_validate(await state.aresult()), state.name == "Cached"
+        check_stored(f"tool-{step}-{call.name}", key, replayed)
+        return record, replayed
+
+    def asked_key(self, kind: str, step: int, index: int, request: Request) -> str:
+        return chained_key(self.session_id, step, kind, index, self.turn_key, request.model_dump(mode="json"))
+
+    async def suspension(self, step: int, index: int, request: Request) -> None:
+        key = self.asked_key("suspend", step, index, request)
+        forget(key)
+        state = await self._configured(suspension)(self.session_id, step, index, key, request, return_state=True)
+        await state.aresult()
+        check_stored(f"suspend-{step}-{request.tool}", key, state.name == "Cached")
+
+    async def answered(self, step: int, index: int, request: Request) -> bool:
+        """Whether this wait was answered in an earlier run (its record is stored)."""
+        return await ResultStore(result_storage=self.storage).aexists(self.asked_key("wait", step, index, request))
+
+    async def wait(
+        self, step: int, index: int, request: Request, resolve: Callable[[Request], Awaitable[Answer]]
+    ) -> Answer:
+        key = self.asked_key("wait", step, index, request)
+        forget(key)
+        task = self._configured(wait)
+        state = await task(self.session_id, step, index, key, request, quote(resolve), return_state=True)
+        answer = Answer.model_validate(await state.aresult())
+        check_stored(f"wait-{step}-{request.tool}", key, state.name == "Cached")
+        return answer
+
+
+_configured_tasks: dict[tuple[int, int], Any] = {}
+
+
+def _with_storage(task: Any, storage: Any) -> Any:
+    """The task writing to ``storage``; configured once per process and storage."""
+    key = (id(task), id(storage))
+    if key not in _configured_tasks:
+        _configured_tasks[key] = task.with_options(result_storage=storage)
+    return _configured_tasks[key]
+
+
 async def _settle(
-    pending: PendingRun, session_id: str, step: int, index: int, call: ToolCall, record: ToolRecord
+    pending: PendingRun, steps: _Steps, step: int, index: int, call: ToolCall, record: ToolRecord
 ) -> ToolRecord:
     """Ask about a suspended call (or find the answer already given), then run it once more
     with the answer, or tell the model it was declined, expired or left unresolved."""
     assert record.result.pending is not None
     request = record.result.pending.model_copy(
-        update={"id": f"{session_id}.{step}.{index}", "tool": call.name, "arguments": call.arguments}
+        update={"id": f"{steps.session_id}.{step}.{index}", "tool": call.name, "arguments": call.arguments}
     )
-    await suspension(session_id, step, index, request)
-    answer = await _answer(pending, session_id, step, index, request)
+    await steps.suspension(step, index, request)
+    answer = await _answer(pending, steps, step, index, request)
     if answer.ok:
-        again, _ = await _prefect_tool(session_id, step, index, call, answer)
+        again, _ = await steps.tool(step, index, call, answer)
         result = again.result if again.result.pending is None else ToolResult(content=outcome_text(request, None))
         seconds = record.seconds + again.seconds
     else:
@@ -172,7 +282,7 @@ async def _settle(
     return ToolRecord(result=result, seconds=seconds, suspended=True)
 
 
-async def _answer(pending: PendingRun, session_id: str, step: int, index: int, request: Request) -> Answer:
+async def _answer(pending: PendingRun, steps: _Steps, step: int, index: int, request: Request) -> Answer:
     given = pending.answers.get(request.id)
     wait_for = pending.client.options.wait_for
     resolve: Callable[[Request], Awaitable[Answer]]
@@ -182,12 +292,11 @@ async def _answer(pending: PendingRun, session_id: str, step: int, index: int, r
         resolve = _constant(await wait_for(request))
     elif wait_for is not None and not getattr(wait_for, "in_flow", False):
         resolve = wait_for
-    elif await get_result_store().aexists(wait_key(session_id, step, index, request)):
+    elif await steps.answered(step, index, request):
         resolve = _constant(Answer(id=request.id, ok=False, reason="unreachable: the stored answer replays"))
     else:
         raise Suspended(request)
-    state = await wait(session_id, step, index, request, quote(resolve), return_state=True)  # type: ignore[misc]
-    return Answer.model_validate(await state.aresult())
+    return await steps.wait(step, index, request, resolve)
 
 
 def _constant(answer: Answer) -> Callable[[Request], Awaitable[Answer]]:

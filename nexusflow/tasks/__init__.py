@@ -1,19 +1,24 @@
 """Prefect tasks: a model turn and a tool call, each keyed by its position in the run."""
 
+from .keys import chained_key, digest
 from .session import remembered
+from .stored import check_stored, forget
 from .tool_call import ToolRecord, execute_tool, tool_call
 from .turn import TurnRecord, model_turn, produce_turn
-from .waiting import suspension, wait, wait_key
+from .waiting import suspension, wait
 
 __all__ = [
     "ToolRecord",
     "TurnRecord",
+    "chained_key",
+    "check_stored",
+    "digest",
     "execute_tool",
+    "forget",
     "model_turn",
     "produce_turn",
     "remembered",
     "suspension",
     "tool_call",
     "wait",
-    "wait_key",
 ]

@@ -10,6 +10,7 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from .keys import step_key
+from .stored import note_unstored
 
 
 def _session_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
@@ -25,3 +26,6 @@ def _session_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
 )
 async def remembered(session_id: str, kind: str, inputs: dict[str, Any], produce: Callable[[], Awaitable[str]]) -> str:
     return await produce()
+
+
+remembered.on_rollback(note_unstored)

@@ -11,7 +11,6 @@ import anyio
 from prefect import task
 from prefect.client.orchestration import get_client
 from prefect.concurrency.asyncio import concurrency
-from prefect.context import TaskRunContext
 from prefect.exceptions import ObjectAlreadyExists
 from pydantic import BaseModel
 
@@ -20,7 +19,8 @@ from ..hooks import call_hook, hook_returned
 from ..messages import Answer, Request, ToolCall, ToolResult
 from ..policies import ToolPolicy, concurrency_limit_name, policy_for
 from ..suspension import Suspension, answer_var
-from .keys import step_key
+from .keys import given_key
+from .stored import note_unstored
 
 
 class ToolRecord(BaseModel):
@@ -95,7 +95,7 @@ async def execute_tool(call: ToolCall, answer: Answer | None = None) -> ToolReco
         if options.after_tool is not None and result.pending is None:
             value = await call_hook("after_tool", options.after_tool, call, result)
             if isinstance(value, str):
-                result = result.model_copy(update={"content": value})
+                result = ToolResult(content=value, is_error=result.is_error)
             elif value is not None:
                 result = _as_result("after_tool", value)
     finally:
@@ -103,19 +103,17 @@ async def execute_tool(call: ToolCall, answer: Answer | None = None) -> ToolReco
     return ToolRecord(result=result, seconds=time.perf_counter() - started)
 
 
-def _tool_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    call: ToolCall = parameters["call"]
-    answer: Answer | None = parameters.get("answer")
-    inputs = {"call": call.model_dump(), "answer": answer.model_dump(mode="json") if answer else None}
-    return step_key(parameters["session_id"], parameters["step"], "tool", parameters["index"], inputs)
-
-
 @task(
     name="tool-call",
     task_run_name="tool-{step}-{call.name}",
     persist_result=True,
     result_serializer="json",
-    cache_key_fn=_tool_key,
+    cache_key_fn=given_key,
 )
-async def tool_call(session_id: str, step: int, index: int, call: ToolCall, answer: Answer | None = None) -> ToolRecord:
+async def tool_call(
+    session_id: str, step: int, index: int, key: str, call: ToolCall, answer: Answer | None = None
+) -> ToolRecord:
     return await execute_tool(call, answer)
+
+
+tool_call.on_rollback(note_unstored)

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from prefect import task
-from prefect.context import TaskRunContext
 from pydantic import BaseModel
 
 from .._runtime import current_active, current_step
 from ..errors import ModelError
 from ..hooks import call_hook, hook_returned
 from ..messages import ModelReply, ModelRequest
-from .keys import step_key
+from .keys import given_key
+from .stored import note_unstored
 
 
 class TurnRecord(BaseModel):
@@ -46,21 +45,19 @@ async def produce_turn(request: ModelRequest) -> TurnRecord:
     return TurnRecord(reply=reply, seconds=time.perf_counter() - started)
 
 
-def _turn_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    request: ModelRequest = parameters["request"]
-    return step_key(parameters["session_id"], parameters["step"], "turn", 0, request.body())
-
-
 @task(
     name="model-turn",
     task_run_name="turn-{step}",
     persist_result=True,
     result_serializer="json",
-    cache_key_fn=_turn_key,
+    cache_key_fn=given_key,
 )
-async def model_turn(session_id: str, step: int, request: ModelRequest) -> TurnRecord:
+async def model_turn(session_id: str, step: int, key: str, request: ModelRequest) -> TurnRecord:
     token = current_step.set(step)
     try:
         return await produce_turn(request)
     finally:
         current_step.reset(token)
+
+
+model_turn.on_rollback(note_unstored)

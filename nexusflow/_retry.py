@@ -1,0 +1,33 @@
+"""Which failures are the Prefect API's passing trouble (a 503 from a busy SQLite server,
+a locked database, a dropped connection), and the backoff a run is retried with."""
+
+from __future__ import annotations
+
+import httpx
+from prefect.exceptions import PrefectHTTPStatusError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from .errors import PrefectApiError, unwrap
+
+RETRIED_STATUS = frozenset({408, 423, 429, 500, 502, 503, 504})
+
+
+def is_transient(exc: BaseException) -> bool:
+    exc = unwrap(exc)
+    if isinstance(exc, PrefectApiError):
+        return True
+    if isinstance(exc, PrefectHTTPStatusError | httpx.HTTPStatusError):
+        return exc.response.status_code in RETRIED_STATUS
+    if isinstance(exc, httpx.TransportError):
+        return True
+    return "database is locked" in str(exc)
+
+
+def api_retrying(attempts: int = 4) -> AsyncRetrying:
+    """Retry a whole run: finished steps replay, so a retry repeats nothing that finished."""
+    return AsyncRetrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential_jitter(initial=1, max=15),
+        retry=retry_if_exception(is_transient),
+        reraise=True,
+    )

@@ -1,0 +1,180 @@
+"""Where a run's state lives: Prefect's configured result storage, for every step record and
+for our own records (a session's inputs, what it waits for, who runs it).
+
+Local storage is made atomic (temporary file, then rename), so a crash never leaves half a
+record; an object store's put already is. A record that cannot be read is logged as such
+and its step runs again; a record that cannot be written fails the run (see ``StorageError``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+from prefect._internal.compatibility.async_dispatch import async_dispatch
+from prefect.exceptions import ObjectAlreadyExists
+from prefect.filesystems import LocalFileSystem, WritableFileSystem
+from prefect.results import ResultRecord, aget_default_result_storage
+from pydantic import BaseModel
+
+from .errors import StorageError
+
+logger = logging.getLogger("nexusflow.storage")
+
+Model = TypeVar("Model", bound=BaseModel)
+
+_failures: dict[str, str] = {}
+"""Storage key -> why writing it failed, for the step that wrote it to report."""
+
+
+def _write_atomically(path: Path, content: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(content)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+class AtomicLocalFileSystem(LocalFileSystem):
+    """Prefect's local storage, written atomically and read with a check: Prefect's own
+    writer opens the final path and writes in place, so a crash mid-write left a torn
+    record that the next run silently treated as missing."""
+
+    _block_type_name = "Nexusflow Atomic Local File System"
+
+    def _record(self, path: str, exc: BaseException) -> None:
+        _failures[path] = f"{type(exc).__name__}: {exc}"
+
+    async def awrite_path(self, path: str, content: bytes) -> str:
+        target = self._resolve_path(path)
+        try:
+            await anyio.to_thread.run_sync(_write_atomically, target, content)
+        except Exception as exc:
+            self._record(path, exc)
+            raise
+        return str(target)
+
+    @async_dispatch(awrite_path)
+    def write_path(self, path: str, content: bytes) -> str:
+        target = self._resolve_path(path)
+        try:
+            _write_atomically(target, content)
+        except Exception as exc:
+            self._record(path, exc)
+            raise
+        return str(target)
+
+    async def aread_path(self, path: str) -> bytes:
+        return _checked(path, await super().aread_path(path))
+
+    @async_dispatch(aread_path)
+    def read_path(self, path: str) -> bytes:
+        return _checked(path, super().read_path(path, _sync=True))  # type: ignore[call-arg]
+
+
+def _checked(path: str, content: bytes) -> bytes:
+    """A step record that does not parse is reported before Prefect quietly runs its
+    step again; our own records (not step records) are checked where they are read."""
+    if "/nexusflow/" in f"/{path}":
+        return content
+    try:
+        ResultRecord.deserialize(content)
+    except Exception as exc:
+        logger.warning("storage: the record %s is unreadable (%s); its step runs again", path, exc)
+        raise
+    return content
+
+
+_atomic: dict[str, AtomicLocalFileSystem] = {}
+_saving = anyio.Lock()
+
+
+async def _atomic_block(basepath: str) -> AtomicLocalFileSystem:
+    """Prefect takes a task's result storage only as a block saved on the server: saved
+    once per process and path, under a name derived from the path."""
+    async with _saving:
+        if basepath not in _atomic:
+            block = AtomicLocalFileSystem(basepath=basepath)
+            name = f"nexusflow-results-{hashlib.sha256(basepath.encode()).hexdigest()[:12]}"
+            try:
+                await block.asave(name, overwrite=True)
+            except ObjectAlreadyExists:
+                await block.asave(name, overwrite=True)  # a parallel first save won the race
+            _atomic[basepath] = block
+        return _atomic[basepath]
+
+
+async def step_storage() -> WritableFileSystem:
+    """The configured result storage, made atomic when it is the local file system."""
+    storage = await aget_default_result_storage()
+    if type(storage) is LocalFileSystem:
+        return await _atomic_block(str(Path(storage.basepath or ".").expanduser()))
+    return storage
+
+
+def storage_failure(key: str) -> str | None:
+    """Why the record under ``key`` could not be written, once; None if it was."""
+    return _failures.pop(key, None)
+
+
+def _record_key(*parts: str) -> str:
+    return "/".join(("nexusflow", *parts))
+
+
+async def write_record(value: BaseModel, *parts: str, storage: WritableFileSystem | None = None) -> None:
+    """One of our records (``nexusflow/...`` in the result storage); a failed write raises
+    ``StorageError``: a record that is not stored cannot be resumed from."""
+    key = _record_key(*parts)
+    storage = storage or await step_storage()
+    try:
+        await _write(storage, key, value.model_dump_json().encode())
+    except Exception as exc:
+        _failures.pop(key, None)
+        raise StorageError(f"storage: could not write {key}: {type(exc).__name__}: {exc}") from exc
+
+
+async def _write(storage: WritableFileSystem, key: str, content: bytes) -> None:
+    if isinstance(storage, AtomicLocalFileSystem):
+        await storage.awrite_path(key, content)
+        return
+    method: Any = storage.write_path
+    result = method(key, content)
+    if hasattr(result, "__await__"):
+        await result
+
+
+async def read_record(model: type[Model], *parts: str, storage: WritableFileSystem | None = None) -> Model | None:
+    """One of our records, or None when there is none; a record that exists but cannot be
+    read is a ``StorageError`` (never a silent None: that would lose a pending run)."""
+    key = _record_key(*parts)
+    storage = storage or await step_storage()
+    try:
+        method: Any = getattr(storage, "aread_path", None) or storage.read_path
+        result = method(key)
+        content = await result if hasattr(result, "__await__") else result
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        if _missing(exc):
+            return None
+        raise StorageError(f"storage: could not read {key}: {type(exc).__name__}: {exc}") from exc
+    if not content:
+        return None
+    try:
+        return model.model_validate_json(content)
+    except ValueError as exc:
+        raise StorageError(f"storage: the record {key} is unreadable: {exc}") from exc
+
+
+def _missing(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, FileNotFoundError) or "does not exist" in text or "NoSuchKey" in text or "404" in text

@@ -1,0 +1,104 @@
+"""A three-turn run with parallel calls, in a process of its own, for the fault tests.
+
+Turn 0 calls ``charge`` and ``notify`` at once, turn 1 calls ``charge`` and ``audit`` at
+once, turn 2 answers with every tool result. Every model turn and every side effect is
+appended to files under ``LOG_DIR`` so a test can count them across processes.
+
+``--kill-after K`` SIGKILLs this process right after the K-th step record is stored (the
+rename that makes it visible has happened); ``--hold S`` makes ``charge`` sleep S seconds
+(to keep a run alive while another process starts the same session).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+from pathlib import Path
+
+import anyio
+
+import nexusflow._storage as storage
+from nexusflow import ModelRequest, Toolkit, create_in_process_client, tool
+
+parser = argparse.ArgumentParser()
+parser.add_argument("session")
+parser.add_argument("log_dir", type=Path)
+parser.add_argument("--kill-after", type=int, default=0)
+parser.add_argument("--hold", type=float, default=0.0)
+parser.add_argument("--prompt", default="pay")
+args = parser.parse_args()
+
+
+def record(name: str, line: str) -> None:
+    with open(args.log_dir / name, "a") as handle:
+        handle.write(line + "\n")
+
+
+if args.kill_after:
+    stored = 0
+    write = storage._write_atomically
+
+    def write_then_maybe_die(path: Path, content: bytes) -> None:
+        global stored
+        write(path, content)
+        if "/nexusflow/" not in str(path):
+            stored += 1
+            record("stored", "/".join([*path.parts[-3:-1], path.name.split("-")[0]]))
+            if stored == args.kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    storage._write_atomically = write_then_maybe_die
+
+
+@tool
+def charge(amount: int) -> str:
+    """A side effect that must happen once."""
+    if args.hold:
+        time.sleep(args.hold)
+    record("charges", str(amount))
+    return f"charged {amount}"
+
+
+@tool
+def notify(who: str) -> str:
+    """Another side effect."""
+    record("notifications", who)
+    return f"notified {who}"
+
+
+@tool
+def audit(note: str) -> str:
+    """A third."""
+    record("audits", note)
+    return f"audited {note}"
+
+
+def model(request: ModelRequest):
+    turn = sum(m.role == "assistant" for m in request.messages)
+    record("model_turns", str(turn))
+    if turn == 0:
+        return {
+            "tool_calls": [
+                {"id": "a", "name": "charge", "arguments": {"amount": 1}},
+                {"id": "b", "name": "notify", "arguments": {"who": "ops"}},
+            ]
+        }
+    if turn == 1:
+        return {
+            "tool_calls": [
+                {"id": "c", "name": "charge", "arguments": {"amount": 100}},
+                {"id": "d", "name": "audit", "arguments": {"note": "ok"}},
+            ]
+        }
+    return "done: " + ", ".join(m.content for m in request.messages if m.role == "tool")
+
+
+async def main() -> None:
+    async with await Toolkit.load(tools=[charge, notify, audit]) as toolkit:
+        result = await create_in_process_client(model).run(args.prompt, toolkit, session_id=args.session)
+    print(result.model_dump_json())
+
+
+anyio.run(main)

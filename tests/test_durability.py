@@ -1,0 +1,282 @@
+"""The durability guarantees under faults: one live run per session, a transcript of any
+size, keys that chain, storage that fails loudly, infrastructure errors reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from nexusflow import ModelRequest, RunResult, Toolkit, create_in_process_client, tool
+from nexusflow.client import exchange_session_id
+
+from conftest import HELPERS
+
+pytestmark = pytest.mark.anyio
+
+
+def child(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(HELPERS / "durable_run.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 300) -> tuple[int, RunResult | None, str]:
+    out, err = process.communicate(timeout=timeout)
+    lines = out.strip().splitlines()
+    result = RunResult.model_validate_json(lines[-1]) if lines and lines[-1].startswith("{") else None
+    return process.returncode, result, err
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+EXPECTED = "done: charged 1, notified ops, charged 100, audited ok"
+
+
+# 1. One live run per session.
+
+
+def test_the_same_session_started_twice_at_once_runs_each_step_once(tmp_path, session_id):
+    first = child(session_id, str(tmp_path), "--hold", "12")
+    time.sleep(4)  # the first holds the session, inside its first charge
+    second = child(session_id, str(tmp_path))
+    code2, refused, err2 = finish(second)
+    code1, done, err1 = finish(first)
+    assert code1 == 0 and code2 == 0, err1[-2000:] + err2[-2000:]
+    assert done is not None and done.status == "completed" and done.text == EXPECTED
+    assert refused is not None and refused.status == "failed"
+    assert refused.error is not None and refused.error.startswith(f'session: "{session_id}" is already running')
+    assert done.flow_run_id is not None and done.flow_run_id in refused.error
+    assert lines(tmp_path / "charges") == ["1", "100"], "no side effect happened twice"
+    assert lines(tmp_path / "model_turns") == ["0", "1", "2"]
+
+
+def test_a_crashed_holder_does_not_block_a_resume(tmp_path, session_id):
+    """SIGKILL leaves the run Running on the server and its lease unreleased; the resume
+    sees the holder stopped beating and takes the session over."""
+    code, _, _ = finish(child(session_id, str(tmp_path), "--kill-after", "2"))
+    assert code == -signal.SIGKILL
+    started = time.monotonic()
+    code, result, err = finish(child(session_id, str(tmp_path)))
+    assert code == 0, err[-3000:]
+    assert result is not None and result.status == "completed" and result.text == EXPECTED
+    assert time.monotonic() - started < 60
+    assert lines(tmp_path / "model_turns") == ["0", "1", "2"]
+
+
+# Kill at every step: each step's record is stored, then the process dies.
+
+
+EFFECTS = {
+    "0/turn/0": ("model_turns", "0"),
+    "0/tool/0": ("charges", "1"),
+    "0/tool/1": ("notifications", "ops"),
+    "1/turn/0": ("model_turns", "1"),
+    "1/tool/0": ("charges", "100"),
+    "1/tool/1": ("audits", "ok"),
+    "2/turn/0": ("model_turns", "2"),
+}
+
+
+@pytest.mark.parametrize("kill_after", range(1, 8))
+def test_a_kill_after_any_stored_step_resumes_without_repeating_it(tmp_path, session_id, kill_after):
+    """Seven steps (three turns, two parallel calls in each of the first two): the process is
+    SIGKILLed right after the k-th record is stored. Stored steps never run again; a call
+    that was in flight (its effect done, its record not yet stored) may run once more: that
+    is the at-least-once case the README's Guarantees describe."""
+    code, _, _ = finish(child(session_id, str(tmp_path), "--kill-after", str(kill_after)))
+    assert code == -signal.SIGKILL
+    stored = lines(tmp_path / "stored")
+    assert len(stored) == kill_after
+    code, result, err = finish(child(session_id, str(tmp_path)))
+    assert code == 0, err[-3000:]
+    assert result is not None and result.status == "completed", result
+    assert result.text == EXPECTED
+    for step in stored:
+        log, effect = EFFECTS[step]
+        assert lines(tmp_path / log).count(effect) == 1, f"{step} was stored before the kill and ran again"
+    for log, effect in EFFECTS.values():
+        assert lines(tmp_path / log).count(effect) >= 1
+    assert result.metrics.replayed_turns + result.metrics.replayed_tool_calls >= 1
+
+
+# 2. Prompt and history of any size.
+
+
+def echo_model(request: ModelRequest) -> str:
+    last = request.messages[-1]
+    return f"read {len(last.content or '')} characters"
+
+
+async def test_a_one_megabyte_prompt_runs(session_id):
+    prompt = "x" * 1_000_000
+    result = await create_in_process_client(echo_model).run(prompt, session_id=session_id)
+    assert result.status == "completed", result.error
+    assert result.text == "read 1000000 characters"
+
+
+async def test_a_conversation_holding_a_600_kb_tool_result_goes_on(session_id):
+    @tool
+    def page() -> str:
+        """A large page."""
+        return "p" * 600_000
+
+    def model(request: ModelRequest):
+        last = request.messages[-1]
+        if last.role == "user" and last.content == "fetch":
+            return {"tool_calls": [{"name": "page", "arguments": {}}]}
+        if last.role == "tool":
+            return f"fetched {len(last.content or '')}"
+        return f"history of {sum(len(m.content or '') for m in request.messages)} characters"
+
+    client = create_in_process_client(model)
+    async with await Toolkit.load(tools=[page]) as toolkit:
+        first = await client.ask("fetch", toolkit, conversation_id=session_id)
+        second = await client.ask("and now?", toolkit, conversation_id=session_id)
+    assert first.status == "completed" and first.text == "fetched 600000"
+    assert second.status == "completed", second.error
+    assert second.text is not None and int(second.text.split()[2]) > 600_000
+
+
+async def test_an_error_never_carries_the_whole_prompt(session_id):
+    def broken(request: ModelRequest):
+        raise RuntimeError("model down")
+
+    result = await create_in_process_client(broken).run("y" * 700_000, session_id=session_id)
+    assert result.status == "failed"
+    assert result.error is not None and len(result.error) < 2000
+
+
+# 9. A changed conversation re-executes everything after the change.
+
+
+async def test_another_prompt_in_the_same_session_reruns_its_tools(session_id):
+    calls: list[str] = []
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        calls.append(key)
+        return f"value {len(calls)}"
+
+    def model(request: ModelRequest):
+        if request.messages[-1].role == "user":
+            return {"tool_calls": [{"id": "same", "name": "lookup", "arguments": {"key": "k"}}]}
+        return f"{request.messages[0].content}: {request.messages[-1].content}"
+
+    client = create_in_process_client(model)
+    async with await Toolkit.load(tools=[lookup]) as toolkit:
+        first = await client.run("first", toolkit, session_id=session_id)
+        second = await client.run("second", toolkit, session_id=session_id)
+        again = await client.run("second", toolkit, session_id=session_id)
+    assert first.text == "first: value 1"
+    assert second.text == "second: value 2", "the tool ran again: its call follows another turn"
+    assert again.text == "second: value 2" and calls == ["k", "k"], "an unchanged rerun replays"
+
+
+# 13. Every accepted conversation id works.
+
+
+async def test_a_128_character_conversation_id_works(session_id):
+    conversation = (session_id + "c" * 128)[:128]
+    client = create_in_process_client(lambda request: f"exchange {len(request.messages)}")
+    first = await client.ask("one", conversation_id=conversation)
+    second = await client.ask("two", conversation_id=conversation)
+    assert first.status == second.status == "completed", (first.error, second.error)
+    assert len(first.session_id) <= 128 and first.session_id != second.session_id
+    assert exchange_session_id("c" * 128, 3) != exchange_session_id("c" * 127 + "d", 3)
+
+
+# 10. Storage that fails, storage that tears.
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path):
+    """A real 256 KiB tmpfs, filled up once the run has started (root, as in CI)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs here: {done.stderr.decode()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_fails_the_run_with_a_storage_error(tmp_path, session_id, full_disk):
+    (tmp_path / "log").mkdir()
+    filler = full_disk / "filler"
+    process = child(
+        session_id,
+        str(tmp_path / "log"),
+        "--hold",
+        "3",
+        env={"PREFECT_LOCAL_STORAGE_PATH": str(full_disk)},
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "log" / "model_turns").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with open(filler, "wb", buffering=0) as handle:  # the disk fills while the first tool runs
+        try:
+            while True:
+                handle.write(b"\0" * 4096)
+        except OSError:
+            pass
+    code, result, err = finish(process)
+    assert code == 0, err[-3000:]
+    assert result is not None and result.status == "failed", result
+    assert result.error is not None and result.error.startswith("storage: "), result.error
+    assert "No space left on device" in result.error
+    assert not list(full_disk.rglob("*.part")), "no temporary file is left behind"
+
+
+def test_a_torn_record_is_reported_and_its_step_runs_again(tmp_path, session_id, storage):
+    code, result, err = finish(child(session_id, str(tmp_path)))
+    assert code == 0 and result is not None and result.status == "completed", err[-2000:]
+    records = sorted(storage.glob(f"{session_id}/2/turn/*"))
+    assert len(records) == 1
+    records[0].write_bytes(records[0].read_bytes()[:40])  # what an in-place writer leaves on a crash
+    code, result, err = finish(child(session_id, str(tmp_path)))
+    assert code == 0 and result is not None and result.status == "completed", err[-2000:]
+    assert "is unreadable" in err and records[0].name in err
+    assert lines(tmp_path / "model_turns") == ["0", "1", "2", "2"], "only the torn step ran again"
+    assert json.loads(records[0].read_bytes()), "and its record is whole again"
+
+
+# 11. Infrastructure errors are reported, not raised.
+
+
+async def test_a_prefect_api_that_stays_down_is_a_failed_result(session_id, monkeypatch):
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    monkeypatch.setenv("PREFECT_CLIENT_MAX_RETRIES", "0")
+    started = time.monotonic()
+    result = await _run_in_child_env(session_id)
+    assert result.status == "failed"
+    assert result.error is not None and result.error.startswith("prefect: "), result.error
+    assert time.monotonic() - started < 120
+
+
+async def _run_in_child_env(session_id: str) -> RunResult:
+    script = (
+        "import anyio, sys\n"
+        "from nexusflow import create_in_process_client\n"
+        "r = anyio.run(lambda: create_in_process_client(lambda q: 'hi').run('x', session_id=sys.argv[1]))\n"
+        "print(r.model_dump_json())\n"
+    )
+    done = await anyio.run_process([sys.executable, "-c", script, session_id], check=False, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return RunResult.model_validate_json(done.stdout.decode().strip().splitlines()[-1])
