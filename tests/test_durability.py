@@ -270,6 +270,18 @@ async def test_a_prefect_api_that_stays_down_is_a_failed_result(session_id, monk
     assert time.monotonic() - started < 120
 
 
+async def test_a_flow_run_refused_with_503_is_retried_and_completes(session_id, monkeypatch):
+    from helpers.flaky_api import flaky_api
+
+    with flaky_api(os.environ["PREFECT_API_URL"], failures=3) as (url, refused):
+        monkeypatch.setenv("PREFECT_API_URL", url)
+        monkeypatch.setenv("PREFECT_CLIENT_MAX_RETRIES", "0")  # our retries, not the client's, are under test
+        result = await _run_in_child_env(session_id)
+    assert len(refused) == 3
+    assert result.status == "completed", result.error
+    assert result.text == "hi"
+
+
 async def _run_in_child_env(session_id: str) -> RunResult:
     script = (
         "import anyio, sys\n"
@@ -280,3 +292,48 @@ async def _run_in_child_env(session_id: str) -> RunResult:
     done = await anyio.run_process([sys.executable, "-c", script, session_id], check=False, env=dict(os.environ))
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     return RunResult.model_validate_json(done.stdout.decode().strip().splitlines()[-1])
+
+
+# Concurrency: none raises, results never cross.
+
+
+def _outcomes(done: subprocess.CompletedProcess[str], count: int) -> dict[int, dict[str, str]]:
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split(" ", 1) for line in done.stdout.strip().splitlines() if line[:1].isdigit()]
+    outcomes = {int(index): json.loads(row) for index, row in rows}
+    assert sorted(outcomes) == list(range(count))
+    return outcomes
+
+
+def _check(outcomes: dict[int, dict[str, str]]) -> int:
+    for index, outcome in outcomes.items():
+        assert outcome["status"] in ("completed", "failed"), outcome
+        if outcome["status"] == "completed":
+            assert outcome["text"] == f"run {index} -> {index * 2}", "a run read another run's result"
+        else:
+            assert outcome["error"].startswith("prefect: "), outcome
+    return sum(outcome["status"] == "completed" for outcome in outcomes.values())
+
+
+def test_twenty_runs_at_once_in_one_process(session_id):
+    done = subprocess.run(
+        [sys.executable, str(HELPERS / "many_runs.py"), "20", session_id], capture_output=True, text=True, timeout=600
+    )
+    assert _check(_outcomes(done, 20)) == 20
+
+
+def test_four_processes_of_twenty_runs_against_one_server(session_id):
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(HELPERS / "many_runs.py"), "20", f"{session_id}-{n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
+    completed = 0
+    for process in processes:
+        out, err = process.communicate(timeout=900)
+        completed += _check(_outcomes(subprocess.CompletedProcess(process.args, process.returncode, out, err), 20))
+    assert completed >= 60, f"only {completed} of 80 runs completed against one SQLite server"
