@@ -12,6 +12,7 @@ newer holder's lease.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -114,19 +115,22 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
 
 @asynccontextmanager
 async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[None]:
-    """Hold the session for the body; beat while it runs; release on every way out."""
+    """Hold the session for the body; beat while it runs; release on every way out. The
+    beat is a plain background task, not a task group: a group would wrap what the body
+    raises, and Prefect must see its own suspension exception as it is."""
     storage = await step_storage()
     async with get_client() as client:
         lease_id = await _acquire(client, storage, session_id, flow_run_id)
         try:
-            async with anyio.create_task_group() as group:
-                first = Heartbeat(session_id=session_id, flow_run_id=flow_run_id, lease_id=lease_id, beat=0)
-                await write_record(first, *_where(session_id), storage=storage)
-                group.start_soon(_beat, client, storage, first)
-                try:
-                    yield
-                finally:
-                    group.cancel_scope.cancel()
+            first = Heartbeat(session_id=session_id, flow_run_id=flow_run_id, lease_id=lease_id, beat=0)
+            await write_record(first, *_where(session_id), storage=storage)
+            beating = asyncio.create_task(_beat(client, storage, first))
+            try:
+                yield
+            finally:
+                beating.cancel()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.gather(beating, return_exceptions=True)
         finally:
             with anyio.CancelScope(shield=True):
                 await _release(client, lease_id)
