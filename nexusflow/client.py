@@ -15,19 +15,40 @@ from prefect.context import FlowRunContext
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._retry import api_retrying, is_transient
 from ._runtime import PendingRun, pending_run
-from .errors import CliError, NexusflowError, ResumeError, SessionIdError, cli_command_required, describe
+from .errors import (
+    CliError,
+    NexusflowError,
+    PrefectApiError,
+    ResumeError,
+    SessionIdError,
+    cli_command_required,
+    describe,
+    unwrap,
+)
 from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run
+from .flows.agent import preview
 from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
-from .memory import ConversationStore, LocalConversationStore, SessionRecord, SessionStore
+from .memory import (
+    ConversationStore,
+    LocalConversationStore,
+    SessionRecord,
+    SessionState,
+    SessionStore,
+    read_inputs,
+    write_inputs,
+)
 from .messages import Answer, Message, Request, RunResult, SystemMessage
 from .policies import ToolPolicy
+from .tasks.keys import digest
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
 from .transports.acp.transport import AcpConfig, check_cwd
 from .transports.choice import Transport, agent_cli_transport
 from .transports.cli import CliConfig, CliStyle, CliStyles, resolve_style
+from .transports.cli.process import MAX_OUTPUT
 
 WaitFor = Callable[[Request], Awaitable[Answer]]
 """Resolves a suspended call's request: see ``nexusflow.waits`` for the built-in ones."""
@@ -54,6 +75,15 @@ class ClientOptions(BaseModel):
 
 def new_session_id() -> str:
     return uuid.uuid4().hex
+
+
+def exchange_session_id(conversation_id: str, exchange: int) -> str:
+    """The session of one exchange of a conversation: ``<id>.<n>``, shortened with a digest
+    of the id when that would pass the 128 characters every accepted id must fit."""
+    suffix = f".{exchange}"
+    if len(conversation_id) + len(suffix) <= 128:
+        return conversation_id + suffix
+    return f"{conversation_id[: 128 - len(suffix) - 17]}-{digest(conversation_id)}{suffix}"
 
 
 def check_session_id(session_id: str) -> str:
@@ -88,15 +118,17 @@ class Client:
         """Continue a ``pending`` run with the answer to its request, in this process or
         any other: finished steps replay, the answered call runs, the run goes on."""
         check_session_id(session_id)
-        record = await self._sessions.get(session_id)
-        if record is None:
-            raise ResumeError(f'resume: no session "{session_id}" is known in {self._sessions.directory}')
-        if record.pending is None:
+        state = await self._sessions.get(session_id)
+        record = await read_inputs(session_id, state.inputs) if state is not None else None
+        if state is None or record is None:
+            raise ResumeError(f'resume: no session "{session_id}" is known in {self._sessions.where}')
+        if state.pending is None:
             raise ResumeError(f'resume: session "{session_id}" is not waiting for an answer')
-        if answer.id != record.pending.id:
+        if answer.id != state.pending.id:
             raise ResumeError(
-                f'resume: the answer is for "{answer.id}", but session "{session_id}" waits for "{record.pending.id}"'
+                f'resume: the answer is for "{answer.id}", but session "{session_id}" waits for "{state.pending.id}"'
             )
+        record = record.model_copy(update={"conversation_id": state.conversation_id})
         return await self._start(record, toolkit, session_id, answers={answer.id: answer})
 
     async def ask(self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str) -> RunResult:
@@ -106,7 +138,7 @@ class Client:
         history = await self._conversations.get(conversation_id)
         exchange = sum(message.role == "user" for message in history)
         record = SessionRecord(prompt=prompt, history=history, conversation_id=conversation_id)
-        return await self._start(record, toolkit, f"{conversation_id}.{exchange}")
+        return await self._start(record, toolkit, exchange_session_id(conversation_id, exchange))
 
     async def stream(
         self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None
@@ -147,27 +179,41 @@ class Client:
         session_id = check_session_id(session_id) if session_id is not None else new_session_id()
         if not subflow and FlowRunContext.get() is None:
             raise NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
-        sessions = self._sessions
-        await sessions.save(session_id, record.model_copy(update={"pending": None}))
         pending = PendingRun(
             client=self, toolkit=toolkit if toolkit is not None else Toolkit(), emit=emit, answers=answers or {}
         )
+        try:
+            async for attempt in api_retrying():
+                with attempt:
+                    result = await self._attempt(record, session_id, pending, subflow)
+                    if result.status == "failed" and (result.error or "").startswith("prefect: "):
+                        raise PrefectApiError(Exception(result.error.removeprefix("prefect: ")))
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            return RunResult(status="failed", error=describe(PrefectApiError(unwrap(exc))), session_id=session_id)
+        return result
+
+    async def _attempt(self, record: SessionRecord, session_id: str, pending: PendingRun, subflow: bool) -> RunResult:
+        """One start of the session's flow; the transcript travels by reference."""
+        sessions = self._sessions
+        reference = await write_inputs(session_id, record)
+        state = SessionState(inputs=reference, conversation_id=record.conversation_id)
+        await sessions.save(session_id, state)
         token = pending_run.set(pending)
         try:
             if subflow:
-                state = await agent_run(
-                    prompt=record.prompt, session_id=session_id, history=record.history or None, return_state=True
+                outcome = await agent_run(
+                    session_id=session_id, prompt=preview(record.prompt), inputs=reference, return_state=True
                 )
-                result = await self._result(state, session_id)
+                result = await self._result(outcome, session_id)
             else:
-                outcome = await agent_run.fn(
-                    prompt=record.prompt, session_id=session_id, history=record.history or None
-                )
-                result = RunResult.model_validate(outcome.data if isinstance(outcome, State) else outcome)
+                value = await agent_run.fn(session_id=session_id, prompt=preview(record.prompt), inputs=reference)
+                result = RunResult.model_validate(value.data if isinstance(value, State) else value)
         finally:
             pending_run.reset(token)
         if result.status == "pending":
-            await sessions.save(session_id, record.model_copy(update={"pending": result.request}))
+            await sessions.save(session_id, state.model_copy(update={"pending": result.request}))
         elif result.status == "completed" and record.conversation_id is not None:
             kept: list[Message] = [message for message in result.messages if not isinstance(message, SystemMessage)]
             await self._conversations.save(record.conversation_id, kept)
@@ -224,6 +270,7 @@ def create_cli_client(
     workspace: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     repair_budget: int = 2,
+    max_output: int = MAX_OUTPUT,
     **options: Any,
 ) -> Client:
     """A client whose model is the user's own agent CLI.
@@ -236,7 +283,8 @@ def create_cli_client(
     launch, never logged); over ACP the agent gets only a minimal base environment plus the
     style's and this. ``timeout`` bounds one launch or one ACP turn. ``workspace`` bounds
     where the ACP session may run, ``cwd`` (inside it) is where it runs. ``repair_budget``
-    is how many times a malformed one-shot reply is sent back with its complaint. With
+    is how many times a malformed one-shot reply is sent back with its complaint.
+    ``max_output`` caps each of a launch's stdout and stderr (bytes, default 16 MiB). With
     ``style=CliStyles.CUSTOM`` pass the style's fields (``args``, ``prompt_mode``, ...) as
     keywords. Every other keyword is a client option, as for ``create_in_process_client``.
     """
@@ -254,6 +302,7 @@ def create_cli_client(
         env=env or {},
         cwd=os.fspath(cwd) if cwd is not None else None,
         repair_budget=repair_budget,
+        max_output=max_output,
     )
     acp, why_not = _acp_config(chosen, command, acp_command, model, timeout, env, workspace, cwd, transport)
     return Client(agent_cli_transport(transport, cli, acp, why_not), ClientOptions(model=model, **options))

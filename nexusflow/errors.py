@@ -7,6 +7,8 @@ Tool-level failures are not exceptions: they become error results the model read
 
 from __future__ import annotations
 
+from ._secrets import redact
+
 
 class NexusflowError(Exception):
     """Base of every nexusflow error."""
@@ -86,15 +88,20 @@ def unwrap(exc: BaseException) -> BaseException:
 
 
 def describe(exc: BaseException) -> str:
-    """Our errors read as their pinned message; anything else names its type."""
+    """Our errors read as their pinned message; anything else names its type. Redacted:
+    this text becomes ``RunResult.error`` and the run's state message."""
     exc = unwrap(exc)
     if isinstance(exc, NexusflowError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return redact(str(exc))
+    return redact(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__
 
 
 class CliError(ModelError):
-    """The one-shot CLI transport failed; messages are pinned in the design."""
+    """The one-shot CLI transport failed; messages are pinned in the design. A message may
+    quote what the CLI printed, so it is redacted as it is built: Prefect records it too."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 def cli_command_required() -> CliError:
@@ -110,7 +117,7 @@ def cli_timed_out(milliseconds: int) -> CliError:
 
 
 def cli_exit(code: int, stderr: str) -> CliError:
-    text = stderr.strip()
+    text = redact(stderr).strip()  # before the cap, which could cut a secret in two
     if len(text) > 1000:
         text = text[-1000:]
     return CliError(f"cli: exit {code}: {text}")
@@ -124,6 +131,11 @@ def cli_empty_reply() -> CliError:
     return CliError("cli: empty reply")
 
 
+def cli_output_limit(stream: str, limit: int) -> CliError:
+    size = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit} bytes"
+    return CliError(f"cli: {stream} passed the {size} output limit")
+
+
 def cli_takes_no_model(style: str) -> CliError:
     return CliError(f'cli: style "{style}" takes no model')
 
@@ -134,3 +146,31 @@ class AcpError(ModelError):
 
 def acp_timed_out(milliseconds: int) -> AcpError:
     return AcpError(f"acp: timed out after {milliseconds}ms")
+
+
+class StorageError(NexusflowError):
+    """A record a run needs to resume could not be written or read: the run fails rather
+    than report a result it could not keep."""
+
+
+def storage_step_failed(step: str, key: str, why: str) -> StorageError:
+    return StorageError(f"storage: the result of {step} could not be stored under {key}: {why}")
+
+
+class SessionBusyError(NexusflowError):
+    """A second live run of one session: it would run every step twice."""
+
+    def __init__(self, session_id: str, flow_run_id: str) -> None:
+        self.session_id = session_id
+        self.flow_run_id = flow_run_id
+        super().__init__(f'session: "{session_id}" is already running (flow run {flow_run_id})')
+
+
+class PrefectApiError(NexusflowError):
+    """The Prefect API failed even after retries (a 5xx, a locked database, no connection)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if len(text) > 300:
+            text = text[:300] + "..."
+        super().__init__(f"prefect: {type(exc).__name__}: {text}" if text else f"prefect: {type(exc).__name__}")

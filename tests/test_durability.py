@@ -337,3 +337,27 @@ def test_four_processes_of_twenty_runs_against_one_server(session_id):
         out, err = process.communicate(timeout=900)
         completed += _check(_outcomes(subprocess.CompletedProcess(process.args, process.returncode, out, err), 20))
     assert completed >= 60, f"only {completed} of 80 runs completed against one SQLite server"
+
+
+async def test_over_acp_another_prompt_reruns_a_served_call_with_the_same_arguments(agent, session_id):
+    """Served call ids derive from name and arguments, so before keys chained, a rerun with
+    another prompt always replayed the old run's served results."""
+    from nexusflow import Transport, create_cli_client
+
+    added: list[tuple[int, int]] = []
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        added.append((a, b))
+        return a + b + len(added) * 100
+
+    served = [{"tool": "add", "arguments": {"a": 1, "b": 2}}, {"say": "done"}]
+    agent.script([served, served])
+    client = create_cli_client(style=agent.style, command=agent.command, transport=Transport.ACP, env=agent.env)
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        first = await client.run("first", toolkit, session_id=session_id)
+        second = await client.run("second", toolkit, session_id=session_id)
+    assert first.status == second.status == "completed", (first.error, second.error)
+    assert added == [(1, 2), (1, 2)], "the second prompt's served call ran: its turn is another turn"
+    assert [entry["text"] for entry in agent.log("tool_result")] == ["103", "203"]

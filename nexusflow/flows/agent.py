@@ -201,11 +201,11 @@ class _Steps:
         settings = request.model_dump(mode="json", exclude={"messages"}) if not self.upstream else None
         key = chained_key(self.session_id, step, "turn", 0, self.upstream, {"new": new, "settings": settings})
         forget(key)
+        self.turn_key = key  # calls an ACP agent makes during the turn follow it
         task = self._configured(model_turn)
         state = await task(self.session_id, step, key, quote(request), return_state=True)
         record, replayed = TurnRecord.model_validate(await state.aresult()), state.name == "Cached"
         check_stored(f"turn-{step}", key, replayed)
-        self.turn_key = key
         self.upstream = key
         self.known = len(request.messages)
         return record, replayed

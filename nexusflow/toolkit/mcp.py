@@ -1,13 +1,13 @@
 """MCP servers from an ``mcp.json`` (the Claude-desktop shape), reached through the mcp SDK.
 
 ``${VAR}`` in a server's command, args, env, url and headers is expanded when the server
-is started; the expanded values go straight to the SDK and are never kept or logged.
+is started; the expanded values go straight to the SDK and are never kept or logged, and
+are redacted from whatever a server prints.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 from collections import deque
@@ -23,11 +23,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, EmbeddedResource, ImageContent, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._env import expand, expand_all, redact
+from .._env import expand, expand_all
+from .._secrets import get_logger, redact
 from ..errors import McpCallError, McpServerError, ToolkitError, describe
 from ..messages import FunctionSpec, ToolResult, ToolSpec
 
-logger = logging.getLogger("nexusflow.mcp")
+logger = get_logger("nexusflow.mcp")
 
 _STDERR_TAIL_LINES = 20
 
@@ -88,7 +89,8 @@ def load_mcp_config(source: str | Path | dict[str, Any]) -> McpConfig:
 
 class _StderrTap:
     """A pipe for a stdio server's stderr: lines go to the debug log and the last few are
-    kept, so that a server that dies at start-up is reported with what it said."""
+    kept, so that a server that dies at start-up is reported with what it said. Each line
+    is redacted first: a server may print the token it was given."""
 
     def __init__(self, server: str) -> None:
         read_fd, write_fd = os.pipe()
@@ -100,7 +102,7 @@ class _StderrTap:
     def _drain(self, fd: int, server: str) -> None:
         with os.fdopen(fd, encoding="utf-8", errors="replace") as pipe:
             for line in pipe:
-                line = line.rstrip("\n")
+                line = redact(line.rstrip("\n"))
                 self._lines.append(line)
                 logger.debug("[%s] %s", server, line)
 
@@ -132,41 +134,38 @@ def _render(result: CallToolResult) -> str:
 class McpTool:
     """One tool of a connected MCP server, under the name the model sees."""
 
-    def __init__(
-        self, server: str, client: Client, remote_name: str, spec: ToolSpec, timeout: float, secrets: set[str]
-    ) -> None:
+    def __init__(self, server: str, client: Client, remote_name: str, spec: ToolSpec, timeout: float) -> None:
         self.server = server
         self.name = spec.name
         self.spec = spec
         self._client = client
         self._remote_name = remote_name
         self._timeout = timeout
-        self._secrets = secrets
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
         try:
             result = await self._client.call_tool(self._remote_name, arguments, read_timeout_seconds=self._timeout)
         except Exception as exc:
-            raise McpCallError(redact(describe(exc), self._secrets)) from exc
+            raise McpCallError(describe(exc)) from exc
         text = _render(result)
         if result.is_error:
             return ToolResult(content=f'error: tool "{self.name}" failed: {text}', is_error=True)
         return ToolResult(content=text)
 
 
-def _transport(name: str, server: StdioServer | RemoteServer, stack: AsyncExitStack, secrets: set[str]) -> Any:
+def _transport(name: str, server: StdioServer | RemoteServer, stack: AsyncExitStack) -> Any:
     if isinstance(server, StdioServer):
         tap = _StderrTap(name)
         stack.callback(tap.close)
         params = StdioServerParameters(
-            command=expand(server.command, secrets),
-            args=[expand(arg, secrets) for arg in server.args],
-            env=expand_all(server.env, secrets),
-            cwd=expand(server.cwd, secrets) if server.cwd else None,
+            command=expand(server.command),
+            args=[expand(arg) for arg in server.args],
+            env=expand_all(server.env),
+            cwd=expand(server.cwd) if server.cwd else None,
         )
         return stdio_client(params, errlog=tap.file), tap
-    url = expand(server.url, secrets)
-    headers = expand_all(server.headers, secrets)
+    url = expand(server.url)
+    headers = expand_all(server.headers)
     if server.type == "sse":
         return sse_client(url, headers=headers, timeout=server.startup_timeout), None
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(server.startup_timeout, read=server.timeout))
@@ -178,10 +177,9 @@ async def connect_server(name: str, server: StdioServer | RemoteServer, stack: A
     """Start (or reach) one server and list its tools; the connection lives in ``stack``.
     Any failure, including a server that exits or never answers, names the server."""
     server_stack = AsyncExitStack()
-    secrets: set[str] = set()
     tap = None
     try:
-        transport, tap = _transport(name, server, server_stack, secrets)
+        transport, tap = _transport(name, server, server_stack)
         client = Client(transport, read_timeout_seconds=server.startup_timeout, cache=None)
         await server_stack.enter_async_context(client)
         listed = await client.list_tools()
@@ -193,7 +191,7 @@ async def connect_server(name: str, server: StdioServer | RemoteServer, stack: A
         reason = describe(exc)
         if tap is not None and (said := tap.tail()):
             reason = f"{reason}; its stderr ends with:\n{said}"
-        raise McpServerError(name, redact(reason, secrets)) from exc
+        raise McpServerError(name, reason) from exc
     stack.push_async_callback(server_stack.aclose)
     return [
         McpTool(
@@ -208,7 +206,6 @@ async def connect_server(name: str, server: StdioServer | RemoteServer, stack: A
                 )
             ),
             server.timeout,
-            secrets,
         )
         for remote in listed.tools
     ]

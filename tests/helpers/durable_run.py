@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -40,14 +41,19 @@ if args.kill_after:
     stored = 0
     write = storage._write_atomically
 
+    counting = threading.Lock()
+
     def write_then_maybe_die(path: Path, content: bytes) -> None:
+        """Parallel calls store from worker threads: count under a lock, or two records
+        stored at once could both miss the k-th."""
         global stored
         write(path, content)
         if "/nexusflow/" not in str(path):
-            stored += 1
-            record("stored", "/".join([*path.parts[-3:-1], path.name.split("-")[0]]))
-            if stored == args.kill_after:
-                os.kill(os.getpid(), signal.SIGKILL)
+            with counting:
+                stored += 1
+                record("stored", "/".join([*path.parts[-3:-1], path.name.split("-")[0]]))
+                if stored == args.kill_after:
+                    os.kill(os.getpid(), signal.SIGKILL)
 
     storage._write_atomically = write_then_maybe_die
 

@@ -3,13 +3,13 @@
 Each direction has its own id space, so a message is a request or a notification when it
 has a ``method`` and a response otherwise. The reader never blocks on a handler: requests
 from the agent are answered from tasks of their own, and a malformed line is reported
-without losing the messages around it.
+without losing the messages around it. What the agent says is redacted before it is kept
+or logged: its stderr may print the bearer token or the environment it was given.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,9 +18,10 @@ from typing import Any
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
+from ..._secrets import get_logger, redact
 from ...errors import AcpError
 
-logger = logging.getLogger("nexusflow.acp")
+logger = get_logger("nexusflow.acp")
 
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
@@ -147,7 +148,7 @@ class Connection:
             if not isinstance(message, dict):
                 raise ValueError("not an object")
         except (ValueError, UnicodeDecodeError) as exc:
-            text = line[:200].decode("utf-8", errors="replace")
+            text = redact(line.decode("utf-8", errors="replace"))[:200]
             self.malformed.append(text)
             logger.warning("acp: ignoring a malformed line from the agent (%s): %s", exc, text)
             return
@@ -170,7 +171,10 @@ class Connection:
         error = message.get("error")
         if isinstance(error, dict):
             pending.error = RemoteError(
-                pending.method, int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")), error.get("data")
+                pending.method,
+                int(error.get("code", INTERNAL_ERROR)),
+                redact(str(error.get("message", ""))),
+                error.get("data"),
             )
         else:
             pending.result = message.get("result")
@@ -202,14 +206,14 @@ class Connection:
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
-                    text = line.decode("utf-8", errors="replace")
+                    text = redact(line.decode("utf-8", errors="replace"))
                     self.stderr_tail.append(text)
                     if self._on_stderr is not None:
                         self._on_stderr(text)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         if buffer:
-            self.stderr_tail.append(buffer.decode("utf-8", errors="replace"))
+            self.stderr_tail.append(redact(buffer.decode("utf-8", errors="replace")))
 
     def stderr_text(self, limit: int = 1000) -> str:
         return "\n".join(self.stderr_tail).strip()[-limit:]

@@ -2,12 +2,12 @@
 an ephemeral port, a per-session bearer token and a per-session random name.
 
 The random name is what lets a permission request be matched safely: only a call that
-names this server (and one of its tools) can be ours.
+names this server (and one of its tools) can be ours. The token is registered for
+redaction as it is minted: an agent may print it.
 """
 
 from __future__ import annotations
 
-import logging
 import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,9 +20,10 @@ import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel import Server
 
+from ..._secrets import get_logger, register
 from ...messages import ToolResult, ToolSpec
 
-logger = logging.getLogger("nexusflow.acp")
+logger = get_logger("nexusflow.acp")
 
 CallServedTool = Callable[[str, dict[str, Any]], Awaitable[ToolResult]]
 
@@ -57,6 +58,7 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
     """Serve ``specs`` until the context exits; every call goes to ``call``."""
     name = f"nexusflow_{secrets.token_hex(3)}"
     token = secrets.token_urlsafe(24)
+    register(token)
     listed = [
         types.Tool(name=spec.name, description=spec.function.description, input_schema=spec.function.parameters)
         for spec in specs

@@ -1,21 +1,42 @@
 """One CLI process: argv (never a shell), its own process group, both pipes drained at once.
 
-The whole group is killed when the CLI exits (leftover children are orphans nobody waits
-for), on timeout and on cancellation, so a turn never leaves a process behind.
+Nothing the CLI starts may outlive its turn, including a daemon that left the process
+group (``setsid``) and still holds our pipes. Each launch carries a unique environment
+variable, ``NEXUSFLOW_LAUNCH_<random>=1``, which every descendant inherits; when the CLI
+exits, on timeout, on cancellation and on an output overflow, the group is killed and so
+is every process whose ``/proc/<pid>/environ`` carries the tag. Why a tag: a subreaper
+(``PR_SET_CHILD_SUBREAPER``) would make every orphan of the whole Python process ours to
+reap, and a per-launch cgroup needs a writable delegated cgroup that most hosts do not give
+an unprivileged user; the tag needs neither. Its limit: a descendant that replaces its
+environment (``env -i``, an ``execve`` with a fresh one, a process that overwrites its
+environment block) or runs as another user is not found, and is left to the group kill.
+After the CLI exits its pipes are drained for ``DRAIN_GRACE`` more at most.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
+from anyio import CancelScope
 from anyio.abc import ByteReceiveStream, Process
 
-from ...errors import CliError, cli_not_found, cli_timed_out
+from ...errors import CliError, cli_not_found, cli_output_limit, cli_timed_out
+
+MAX_OUTPUT = 16 * 2**20
+"""Default cap, in bytes, on each of stdout and stderr: past it the turn fails."""
+DRAIN_GRACE = 1.0
+"""Seconds the pipes are still read once the CLI has exited; whatever holds them after
+that (a descendant we could not kill) is cut off."""
+TAG_PREFIX = "NEXUSFLOW_LAUNCH_"
+_KILL_ROUNDS = 20
+"""Scans of /proc per clean-up: a descendant may fork while we kill its parent."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +47,20 @@ class Finished:
     seconds: float
 
 
+@dataclass
+class _Output:
+    """One stream of the CLI, kept up to ``limit`` bytes."""
+
+    name: str
+    limit: int
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
+
+    @property
+    def over(self) -> bool:
+        return self.size > self.limit
+
+
 def kill_group(pid: int) -> None:
     """SIGKILL a whole process group; one that is already gone is fine."""
     try:
@@ -34,11 +69,70 @@ def kill_group(pid: int) -> None:
         pass
 
 
-async def _drain(stream: ByteReceiveStream | None, sink: list[bytes]) -> None:
+def _tagged(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return needle in b"\0" + handle.read()
+    except OSError:  # gone, or another user's
+        return False
+
+
+def _kill_if_tagged(pid: int, needle: bytes) -> bool:
+    """Kill ``pid`` if its environment carries the tag. The check is repeated through a
+    pidfd, so a pid reused since the first read is never signalled."""
+    if not _tagged(pid, needle):
+        return False
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError as exc:
+        if exc.errno != errno.ENOSYS:
+            return False
+        try:  # a kernel before 5.3 has no pidfd: a pid reused within microseconds could be hit
+            os.kill(pid, signal.SIGKILL)
+            return True
+        except OSError:
+            return False
+    try:
+        if not _tagged(pid, needle):
+            return False
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(pidfd)
+
+
+def kill_tagged(tag: str) -> None:
+    """SIGKILL every process whose environment carries ``tag``, until a scan finds none."""
+    needle = f"\0{tag}=".encode()
+    for _ in range(_KILL_ROUNDS):
+        try:
+            pids = [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()]
+        except FileNotFoundError:  # no /proc (not Linux): the group kill is all there is
+            return
+        killed = False
+        for pid in pids:
+            killed |= _kill_if_tagged(pid, needle)
+        if not killed:
+            return
+
+
+async def _end(pid: int, tag: str) -> None:
+    kill_group(pid)
+    await anyio.to_thread.run_sync(kill_tagged, tag)
+
+
+async def _drain(stream: ByteReceiveStream | None, output: _Output, scope: CancelScope) -> None:
+    """Read until EOF; past the cap, stop the whole launch at once."""
     if stream is None:
         return
     async for chunk in stream:
-        sink.append(chunk)
+        output.size += len(chunk)
+        if output.over:
+            scope.cancel()
+            return
+        output.chunks.append(chunk)
 
 
 async def _feed(process: Process, data: bytes) -> None:
@@ -52,16 +146,23 @@ async def _feed(process: Process, data: bytes) -> None:
 
 
 async def run_cli(
-    argv: list[str], *, stdin: bytes | None, env: dict[str, str], cwd: str | None, timeout: float
+    argv: list[str],
+    *,
+    stdin: bytes | None,
+    env: dict[str, str],
+    cwd: str | None,
+    timeout: float,
+    max_output: int = MAX_OUTPUT,
 ) -> Finished:
     started = time.perf_counter()
+    tag = TAG_PREFIX + secrets.token_hex(8)
     try:
         process = await anyio.open_process(
             argv,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=env,
+            env={**env, tag: "1"},
             cwd=cwd,
             start_new_session=True,
         )
@@ -69,21 +170,31 @@ async def run_cli(
         raise cli_not_found(argv[0]) from exc
     except PermissionError as exc:
         raise CliError(f"cli: cannot run {argv[0]}: permission denied") from exc
-    stdout: list[bytes] = []
-    stderr: list[bytes] = []
+    stdout = _Output("stdout", max_output)
+    stderr = _Output("stderr", max_output)
+    code: int | None = None
     try:
-        with anyio.move_on_after(timeout) as deadline:
+        with anyio.move_on_after(timeout):
             async with anyio.create_task_group() as group:
-                group.start_soon(_drain, process.stdout, stdout)
-                group.start_soon(_drain, process.stderr, stderr)
+                group.start_soon(_drain, process.stdout, stdout, group.cancel_scope)
+                group.start_soon(_drain, process.stderr, stderr, group.cancel_scope)
                 if stdin is not None:
                     group.start_soon(_feed, process, stdin)
                 code = await process.wait()
-                kill_group(process.pid)
-        if deadline.cancelled_caught:
+                await _end(process.pid, tag)
+                group.cancel_scope.deadline = min(group.cancel_scope.deadline, anyio.current_time() + DRAIN_GRACE)
+        for output in (stdout, stderr):
+            if output.over:
+                raise cli_output_limit(output.name, max_output)
+        if code is None:
             raise cli_timed_out(round(timeout * 1000))
     finally:
         with anyio.CancelScope(shield=True):
-            kill_group(process.pid)
+            await _end(process.pid, tag)  # again: a timeout, a cancellation or an overflow skipped the first
             await process.aclose()
-    return Finished(code=code, stdout=b"".join(stdout), stderr=b"".join(stderr), seconds=time.perf_counter() - started)
+    return Finished(
+        code=code,
+        stdout=b"".join(stdout.chunks),
+        stderr=b"".join(stderr.chunks),
+        seconds=time.perf_counter() - started,
+    )

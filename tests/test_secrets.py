@@ -1,0 +1,160 @@
+"""Secrets we hand out come back in what a CLI, an MCP server or an ACP agent prints: every
+``${VAR}`` value and every token we mint must read ``***`` in errors, states and logs,
+here and on the Prefect server."""
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from uuid import UUID
+
+import anyio
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+from nexusflow import CliStyles, Toolkit, Transport, create_cli_client
+from nexusflow._secrets import redact, register
+
+from acp_fixtures import HTTP
+from helpers.prefect_api import flow_run, task_runs
+
+pytestmark = pytest.mark.anyio
+
+HELPERS = Path(__file__).parent / "helpers"
+
+LEAK = """
+import os, sys
+sys.stdin.read()
+getattr(sys, sys.argv[1]).write(sys.argv[2].replace("{key}", os.environ["API_KEY"]))
+sys.exit(int(sys.argv[3]))
+"""
+"""A CLI printing ``argv[2]`` on stream ``argv[1]`` with its API key in place of ``{key}``,
+then exiting with ``argv[3]``."""
+
+
+@pytest.fixture
+def secret(monkeypatch: pytest.MonkeyPatch) -> str:
+    value = "sk-" + os.urandom(16).hex()
+    monkeypatch.setenv("MY_SECRET", value)
+    return value
+
+
+async def server_logs(flow_run_id: str, containing: str, timeout: float = 30) -> list[str]:
+    """The run's log messages on the Prefect server, once one of them holds ``containing``
+    (logs reach the server in batches)."""
+    deadline = time.monotonic() + timeout
+    async with get_client() as client:
+        while True:
+            logs = await client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[UUID(flow_run_id)])))
+            messages = [log.message for log in logs]
+            if any(containing in message for message in messages) or time.monotonic() > deadline:
+                return messages
+            await anyio.sleep(0.5)
+
+
+def test_redact_masks_every_registered_value_longest_first():
+    short, long = "tok-" + os.urandom(4).hex(), "-extended-" + os.urandom(4).hex()
+    register(short)
+    register(short + long)
+    register("abc")  # too short to register: masking it would garble text
+    assert redact(f"a {short}{long}, a {short}, abc") == "a ***, a ***, abc"
+
+
+@pytest.mark.parametrize("name", ["nexusflow", "nexusflow.mcp", "nexusflow.acp"])
+def test_the_nexusflow_loggers_redact_messages_arguments_and_tracebacks(caplog, name):
+    value = "key-" + os.urandom(8).hex()
+    register(value)
+    caplog.set_level(logging.INFO, logger=name)
+    try:
+        raise RuntimeError(f"refused {value}")
+    except RuntimeError:
+        logging.getLogger(name).exception("calling with %s", value)
+    assert "calling with ***" in caplog.text and "RuntimeError: refused ***" in caplog.text
+    assert value not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("stream", "printed", "exit_code", "answer_field", "expected"),
+    [
+        ("stderr", "401 Unauthorized: key {key} rejected", 1, None, "cli: exit 1: 401 Unauthorized: key *** rejected"),
+        (
+            "stdout",
+            "Error: invalid x-api-key {key}",
+            0,
+            "result",
+            "cli: expected JSON output with a 'result' field, got: Error: invalid x-api-key ***",
+        ),
+        # The 1000 code point cap falls inside the key: redacting after the cut would leave its tail.
+        ("stderr", "-" * 10 + "{key}" + "." * 995, 1, None, "cli: exit 1: " + ("-" * 10 + "***" + "." * 995)[-1000:]),
+    ],
+    ids=["exit-status", "json-answer", "capped"],
+)
+async def test_a_cli_printing_its_key_fails_the_run_with_the_key_redacted_everywhere(
+    secret, session_id, caplog, stream, printed, exit_code, answer_field, expected
+):
+    caplog.set_level(logging.INFO)
+    fields = {"answer_field": answer_field} if answer_field else {}
+    client = create_cli_client(
+        CliStyles.CUSTOM,
+        command=sys.executable,
+        args=["-c", LEAK, stream, printed, str(exit_code)],
+        prompt_mode="stdin",
+        transport=Transport.CLI,
+        env={"API_KEY": "${MY_SECRET}"},
+        **fields,
+    )
+    result = await client.run("hi", session_id=session_id)
+    assert result.status == "failed"
+    assert result.error == expected
+    assert secret[-6:] not in result.error
+
+    state = (await flow_run(result.flow_run_id)).state
+    (turn,) = await task_runs(result.flow_run_id, expected=1)
+    logs = await server_logs(result.flow_run_id, containing="***")
+    for text in [state.message, turn.state.message]:
+        assert "***" in text and secret[-6:] not in text
+    assert any("***" in message for message in logs)
+    assert not any(secret[-6:] in message for message in logs)
+    assert "***" in caplog.text and secret[-6:] not in caplog.text
+
+
+async def test_an_mcp_server_printing_its_token_on_stderr_is_logged_redacted(monkeypatch, caplog):
+    token = "mcp-" + os.urandom(16).hex()
+    monkeypatch.setenv("NF_MCP_TOKEN", token)
+    caplog.set_level(logging.DEBUG, logger="nexusflow.mcp")
+    code = (
+        "import os, runpy, sys; print('connecting with ' + os.environ['SERVICE_TOKEN'], file=sys.stderr, flush=True);"
+        " path = sys.argv[1]; sys.argv = [path, 'stdio']; runpy.run_path(path, run_name='__main__')"
+    )
+    server = {"command": sys.executable, "args": ["-c", code, str(HELPERS / "mcp_server.py")]}
+    config = {"mcpServers": {"leaky": {**server, "env": {"SERVICE_TOKEN": "${NF_MCP_TOKEN}"}}}}
+    async with await Toolkit.load(mcp_config=config) as toolkit:
+        assert (await toolkit.call("multiply", {"a": 6, "b": 7})).content == "42"
+        with anyio.fail_after(10):
+            while "connecting with" not in caplog.text:
+                await anyio.sleep(0.05)
+    assert "[leaky] connecting with ***" in [record.getMessage() for record in caplog.records]
+    assert token not in caplog.text
+
+
+@pytest.mark.parametrize("capabilities", [HTTP, {}], ids=["http", "stdio-bridge"])
+async def test_an_acp_agent_printing_our_bearer_token_is_logged_redacted(agent, session_id, caplog, capabilities):
+    caplog.set_level(logging.INFO)
+    agent.script([[{"say": "fine"}]], capabilities=capabilities)
+    launch = agent.style.acp.model_copy(update={"args": [str(HELPERS / "leaky_acp_agent.py")]})
+    style = agent.style.model_copy(update={"acp": launch})
+    client = create_cli_client(style=style, command=agent.command, transport=Transport.ACP, env=agent.env)
+    result = await client.run("go", session_id=session_id)
+    assert result.status == "completed", result.error
+
+    (server,) = agent.received("session/new")[0]["params"]["mcpServers"]
+    given = server["headers"] if "headers" in server else server["env"]
+    (token,) = [entry["value"].removeprefix("Bearer ") for entry in given]
+    printed = [record.getMessage() for record in caplog.records if "debug: mcpServers=" in record.getMessage()]
+    assert printed and all("***" in line for line in printed)
+    assert token not in caplog.text
+    logs = await server_logs(result.flow_run_id, containing="debug: mcpServers=")
+    assert any("debug: mcpServers=" in message and "***" in message for message in logs)
+    assert not any(token in message for message in logs)
