@@ -13,7 +13,6 @@ newer holder's lease.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -26,11 +25,12 @@ from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound, PrefectHTTPS
 from prefect.filesystems import WritableFileSystem
 from pydantic import BaseModel
 
+from ._secrets import get_logger
 from ._storage import read_record, step_storage, write_record
 from .errors import SessionBusyError
 from .tasks.keys import digest
 
-logger = logging.getLogger("nexusflow.session")
+logger = get_logger("nexusflow.session")
 
 LEASE_SECONDS = 60.0
 """Prefect's shortest lease; renewed while the run lives."""

@@ -9,7 +9,6 @@ and its step runs again; a record that cannot be written fails the run (see ``St
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import tempfile
 from pathlib import Path
@@ -22,9 +21,10 @@ from prefect.filesystems import LocalFileSystem, WritableFileSystem
 from prefect.results import ResultRecord, aget_default_result_storage
 from pydantic import BaseModel
 
+from ._secrets import get_logger
 from .errors import StorageError
 
-logger = logging.getLogger("nexusflow.storage")
+logger = get_logger("nexusflow.storage")
 
 Model = TypeVar("Model", bound=BaseModel)
 

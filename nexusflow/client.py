@@ -23,6 +23,7 @@ from .errors import (
     PrefectApiError,
     ResumeError,
     SessionIdError,
+    StorageError,
     cli_command_required,
     describe,
     unwrap,
@@ -188,6 +189,8 @@ class Client:
                     result = await self._attempt(record, session_id, pending, subflow)
                     if result.status == "failed" and (result.error or "").startswith("prefect: "):
                         raise PrefectApiError(Exception(result.error.removeprefix("prefect: ")))
+        except StorageError as exc:
+            return RunResult(status="failed", error=describe(exc), session_id=session_id)
         except Exception as exc:
             if not is_transient(exc):
                 raise

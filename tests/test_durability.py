@@ -217,9 +217,20 @@ def full_disk(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def test_a_full_disk_fails_the_run_with_a_storage_error(tmp_path, session_id, full_disk):
+def _fill(disk: Path) -> None:
+    with open(disk / "filler", "wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("when", ["before the run", "during the run"])
+def test_a_full_disk_fails_the_run_with_a_storage_error(tmp_path, session_id, full_disk, when):
     (tmp_path / "log").mkdir()
-    filler = full_disk / "filler"
+    if when == "before the run":
+        _fill(full_disk)
     process = child(
         session_id,
         str(tmp_path / "log"),
@@ -227,15 +238,11 @@ def test_a_full_disk_fails_the_run_with_a_storage_error(tmp_path, session_id, fu
         "3",
         env={"PREFECT_LOCAL_STORAGE_PATH": str(full_disk)},
     )
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "log" / "model_turns").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    with open(filler, "wb", buffering=0) as handle:  # the disk fills while the first tool runs
-        try:
-            while True:
-                handle.write(b"\0" * 4096)
-        except OSError:
-            pass
+    if when == "during the run":
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "log" / "model_turns").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        _fill(full_disk)  # the disk fills while the first tool runs
     code, result, err = finish(process)
     assert code == 0, err[-3000:]
     assert result is not None and result.status == "failed", result

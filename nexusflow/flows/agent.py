@@ -17,6 +17,7 @@ from prefect.utilities.annotations import quote
 
 from .._lease import session_lease
 from .._runtime import ActiveRun, PendingRun, active_run, current_pending
+from .._secrets import redact
 from .._storage import step_storage
 from ..errors import NexusflowError, StorageError, describe, unwrap
 from ..memory import SessionRecord, read_inputs
@@ -160,7 +161,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         await _publish(session_id, state.messages)
         waiting = unwrap(exc)
         if isinstance(waiting, Suspended):
-            logger.info("run pending: %s (request %s)", waiting.request.prompt, waiting.request.id)
+            logger.info("run pending: %s (request %s)", redact(waiting.request.prompt), waiting.request.id)
             outcome = result("pending", request=waiting.request)
             return Completed(name="AwaitingAnswer", message=str(waiting), data=outcome)  # type: ignore[return-value]
         logger.error("run failed: %s", describe(exc), exc_info=not isinstance(waiting, NexusflowError))
@@ -308,5 +309,5 @@ def _constant(answer: Answer) -> Callable[[Request], Awaitable[Answer]]:
 
 async def _publish(session_id: str, messages: list[Message]) -> None:
     await acreate_markdown_artifact(
-        key=_artifact_key(session_id), markdown=_transcript(messages), description="Transcript of the agent run"
+        key=_artifact_key(session_id), markdown=redact(_transcript(messages)), description="Transcript of the agent run"
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Iterable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 import anyio
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
+from .._secrets import get_logger
 from ..errors import ToolkitError, tool_error_arguments, tool_error_raised, tool_error_timed_out, tool_error_unknown
 from ..messages import ToolResult, ToolSpec, repair_json
 from ..policies import NO_POLICY, ToolPolicy
@@ -20,7 +20,7 @@ from .functions import FunctionTool
 from .mcp import McpTool, connect_server, load_mcp_config
 from .skills import SkillTool, load_skills, skills_prompt
 
-logger = logging.getLogger("nexusflow.toolkit")
+logger = get_logger("nexusflow.toolkit")
 
 
 @runtime_checkable

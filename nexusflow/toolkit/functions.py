@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import re
 from collections.abc import Callable
 from typing import Any, overload
@@ -14,11 +13,12 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
+from .._secrets import get_logger
 from ..errors import ToolkitError, tool_error_arguments
 from ..messages import FunctionSpec, ToolResult, ToolSpec, repair_json
 from ..suspension import Suspension
 
-logger = logging.getLogger("nexusflow.toolkit")
+logger = get_logger("nexusflow.toolkit")
 
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
