@@ -1,21 +1,31 @@
 """Tool calling through a text-only CLI: the request goes in verbatim under a preamble, and
-the reply is parsed tolerantly of form and strictly of meaning.
+the reply is parsed tolerantly of form, strictly of meaning, and warily of where its JSON
+came from.
 
-Tolerant of form: code fences, prose around the JSON, ``choices[0].message`` and
-``message`` wrappers, arguments as a JSON string or an object. Strict of meaning: what the
-message contains wins over what it declares (tool calls beat ``"kind": "answer"``), and a
-reply that tries to be an envelope but is malformed is a ``Complaint`` to send back, never
-plain content. Only a reply with no JSON object at all is a final answer as it stands.
+Tolerant of form: code fences, a lead-in before the JSON or a trailer after it,
+``choices[0].message`` and ``message`` wrappers, arguments as a JSON string or an object,
+calls nested under ``function``. Strict of meaning: what the message contains wins over what
+it declares (tool calls beat ``"kind": "answer"``), and a reply that tries to be an envelope
+but is malformed is a ``Complaint`` to send back, never plain content.
+
+Wary of provenance, because a model's prose may quote a fetched page, and a page must not
+call tools by being quoted. The reply's own JSON is an object that starts the reply, ends it
+or fills a code fence; one with prose on both sides is a quotation. An envelope whose calls
+(name and arguments, compared as JSON values) appear in an envelope inside a tool result is a
+quotation too. A reply without an envelope of its own is the final answer as it stands,
+unless it mentions ``"tool_calls"`` outside every JSON object: that is a broken envelope.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...messages import ModelReply, ModelRequest, ToolCall
+from ...messages import Message, ModelReply, ModelRequest, ToolCall, ToolMessage, repair_text
 
 PREAMBLE = """\
 You are the model behind a tool-calling agent. Below, after REQUEST:, is a chat-completions request as JSON: \
@@ -34,6 +44,10 @@ REPAIR = """
 
 YOUR PREVIOUS REPLY WAS REJECTED: {complaint}
 Reply again with exactly one JSON object as described above."""
+
+MAX_DEPTH = 64
+"""JSON nesting deeper than this is not read, in a reply or a tool result: decoding it would
+cost a lot, and using it could overflow the recursion limit downstream."""
 
 
 def request_json(request: ModelRequest) -> str:
@@ -56,33 +70,90 @@ class Complaint:
 
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n(.*?)```", re.DOTALL)
+_OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
 _ENVELOPE_KEYS = ("tool_calls", "content", "kind")
+_DECODER = json.JSONDecoder()
+_WINDOW = 256
+_JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_UNESCAPES = 3
+_BRACKET = re.compile(r'(?:[^"\[\]{}]++|"(?:[^"\\]++|\\.)*+"?)*+([\[\]{}])', re.DOTALL)
+"""The next bracket outside a string; possessive, so a failed search costs one pass."""
 
 
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Every JSON object found in the text: fenced blocks first, then the whole text, then
-    each ``{`` that starts a complete object (prose around JSON)."""
-    decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
-    candidates = [block.strip() for block in _FENCE.findall(text)] + [text.strip()]
-    for candidate in candidates:
+def _nests_deeper(text: str) -> bool:
+    """Whether the JSON value at the start of the text nests deeper than ``MAX_DEPTH``:
+    counts brackets outside strings until the value closes, so it costs little at any depth."""
+    depth, position = 0, 0
+    while match := _BRACKET.match(text, position):
+        position = match.end()
+        if match[1] in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        else:
+            depth -= 1
+            if depth <= 0:
+                return False
+    return False
+
+
+def _decode_at(text: str, start: int) -> tuple[dict[str, Any], int] | None:
+    """The JSON object starting at ``start`` and where it ends, or None (also when it nests
+    too deep or holds a number too long for ``int``). Decodes a growing window, not the rest
+    of the text: a failed decode costs as much as the text before it (the error counts
+    lines), so trying every brace of a large page would be quadratic."""
+    size = _WINDOW
+    while True:
+        window = text[start : start + size]
+        if size > _WINDOW and _nests_deeper(window):
+            return None
         try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
+            value, end = _DECODER.raw_decode(window)
+        except json.JSONDecodeError as exc:
+            cut = exc.pos >= len(window) - 9 or exc.msg.startswith("Unterminated string")
+            if not cut or len(window) < size:
+                return None
+            size *= 64
             continue
-        if isinstance(value, dict):
-            found.append(value)
-    if found:
-        return found
-    for index, char in enumerate(text):
-        if char == "{":
-            try:
-                value, _ = decoder.raw_decode(text, index)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                found.append(value)
+        except ValueError:
+            return None
+        return None if size == _WINDOW and _nests_deeper(window) else (value, start + end)
+
+
+def _objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
+    """The outermost complete JSON objects in the text, each with where it starts and ends."""
+    found: list[tuple[int, int, dict[str, Any]]] = []
+    match = _OBJECT_START.search(text)
+    while match:
+        decoded = _decode_at(text, match.start())
+        if decoded is None:
+            match = _OBJECT_START.search(text, match.start() + 1)
+            continue
+        value, end = decoded
+        found.append((match.start(), end, value))
+        match = _OBJECT_START.search(text, end)
     return found
+
+
+def _own(text: str, objects: list[tuple[int, int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The objects in the reply's own position: starting it, ending it, or alone in a fence."""
+    fenced = set()
+    for match in _FENCE.finditer(text):
+        block = match.group(1)
+        start = match.start(1) + len(block) - len(block.lstrip())
+        fenced.add((start, match.end(1) - len(block) + len(block.rstrip())))
+    return [value for start, end, value in objects if start == 0 or end == len(text) or (start, end) in fenced]
+
+
+def _outside(text: str, objects: list[tuple[int, int, dict[str, Any]]]) -> str:
+    """The text with every complete object cut out (a space in its place, so no token forms)."""
+    pieces, last = [], 0
+    for start, end, _ in objects:
+        pieces.append(text[last:start])
+        last = end
+    pieces.append(text[last:])
+    return " ".join(pieces)
 
 
 def _unwrap(value: dict[str, Any]) -> dict[str, Any]:
@@ -97,34 +168,116 @@ def _unwrap(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-def _envelope(text: str) -> dict[str, Any] | None:
-    for value in _json_objects(text):
-        unwrapped = _unwrap(value)
-        if any(key in unwrapped for key in _ENVELOPE_KEYS):
-            return unwrapped
-    return None
+def _function(raw: dict[str, Any]) -> dict[str, Any]:
+    nested = raw.get("function")
+    return nested if isinstance(nested, dict) else raw
+
+
+def _arguments(value: Any) -> Any:
+    """A call's arguments as a JSON value: a string is decoded, absent or blank is ``{}``.
+    Raises ``ValueError`` with the reason for a complaint."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if not isinstance(value, str):
+        return value
+    if _nests_deeper(value):
+        raise ValueError(f"nest deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"are not valid JSON: {exc.msg}") from None
+    except ValueError:
+        raise ValueError("are not valid JSON: a number too long") from None
+
+
+def _canonical(value: Any) -> str:
+    """A JSON value as comparable text: keys sorted, ``1.0`` written as ``1``, and NaN equal
+    to NaN (as values they differ, which would let a page hide its call behind a NaN)."""
+
+    def normal(item: Any) -> Any:
+        if isinstance(item, float) and item.is_integer():
+            return int(item)
+        if isinstance(item, dict):
+            return {key: normal(child) for key, child in item.items()}
+        if isinstance(item, list):
+            return [normal(child) for child in item]
+        return item
+
+    return json.dumps(normal(value), sort_keys=True)
+
+
+def _signature(raw: Any) -> tuple[str, str] | None:
+    """What identifies a call across formats: its name and its arguments as canonical JSON
+    (ids, whitespace, string or object, flat or under ``function`` do not matter). Arguments
+    that do not decode are compared as written."""
+    if not isinstance(raw, dict):
+        return None
+    function = _function(raw)
+    name = function.get("name")
+    if not isinstance(name, str):
+        return None
+    arguments = function.get("arguments")
+    try:
+        return name, _canonical(_arguments(arguments))
+    except ValueError:
+        return (name, arguments) if isinstance(arguments, str) else None
+
+
+def _unescape_json(text: str) -> str:
+    """The text with its JSON string escapes undone, wherever they are: an envelope inside a
+    JSON string comes out as plain JSON, however deep the object around the string nests."""
+    return _JSON_ESCAPE.sub(lambda match: _ESCAPES.get(match[1]) or chr(int(match[1][1:], 16)), text)
+
+
+def _quoted_calls(transcript: Sequence[Message]) -> set[tuple[str, str]]:
+    """The calls of every envelope in the tool results, as JSON in the text or under up to
+    ``_UNESCAPES`` layers of JSON string or HTML escaping (more would be an attacker's, and
+    each layer costs a pass over the text)."""
+    calls: set[tuple[str, str]] = set()
+    pending = [(message.content, 0) for message in transcript if isinstance(message, ToolMessage)]
+    seen: set[str] = set()
+    while pending:
+        text, layers = pending.pop()
+        if text in seen:
+            continue
+        seen.add(text)
+        if layers < _UNESCAPES:
+            pending.extend((variant, layers + 1) for variant in (html.unescape(text), _unescape_json(text)))
+        for _, _, found in _objects(text):
+            values: list[Any] = [found]
+            while values:
+                value = values.pop()
+                if isinstance(value, dict):
+                    listed = value.get("tool_calls")
+                    if isinstance(listed, list):
+                        calls.update(call for call in map(_signature, listed) if call is not None)
+                    values.extend(value.values())
+                elif isinstance(value, list):
+                    values.extend(value)
+    return calls
+
+
+def _shown(name: str) -> str:
+    """A model-supplied name as it may appear in a complaint: short, and encodable (a lone
+    surrogate from a ``\\ud83d`` escape would break encoding the repair prompt)."""
+    return repair_text(name if len(name) <= 80 else name[:80] + "…")
 
 
 def _call(index: int, raw: Any, tools: set[str]) -> ToolCall | Complaint:
     where = f"tool_calls[{index}]"
     if not isinstance(raw, dict):
         return Complaint(f"{where} must be an object with a name and arguments")
-    nested = raw.get("function")
-    function: dict[str, Any] = nested if isinstance(nested, dict) else raw
+    function = _function(raw)
     name = function.get("name")
     if not isinstance(name, str) or not name:
         return Complaint(f"{where} has no name")
     if name not in tools:
         listed = ", ".join(sorted(tools)) or "none"
-        return Complaint(f'{where} calls unknown tool "{name}" (tools: {listed})')
-    arguments = function.get("arguments", {})
-    if arguments is None:
-        arguments = {}
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return Complaint(f'{where} ("{name}"): arguments are not valid JSON: {exc.msg}')
+        return Complaint(f'{where} calls unknown tool "{_shown(name)}" (tools: {listed})')
+    try:
+        arguments = _arguments(function.get("arguments"))
+    except ValueError as exc:
+        return Complaint(f'{where} ("{name}"): arguments {exc}')
     if not isinstance(arguments, dict):
         return Complaint(f'{where} ("{name}"): arguments must be a JSON object')
     call_id = raw.get("id")
@@ -132,13 +285,7 @@ def _call(index: int, raw: Any, tools: set[str]) -> ToolCall | Complaint:
     return ToolCall.model_validate({"id": call_id, "name": name, "arguments": arguments})
 
 
-def parse_reply(text: str, tools: set[str]) -> ModelReply | Complaint:
-    """Read one CLI reply. ``tools`` are the names the request offered."""
-    envelope = _envelope(text)
-    if envelope is None:
-        if '"tool_calls"' in text:
-            return Complaint('the reply mentions "tool_calls" but holds no valid JSON object')
-        return ModelReply(content=text.strip())
+def _read(envelope: dict[str, Any], tools: set[str]) -> ModelReply | Complaint:
     calls = envelope.get("tool_calls")
     content = envelope.get("content")
     if calls is not None:
@@ -157,3 +304,27 @@ def parse_reply(text: str, tools: set[str]) -> ModelReply | Complaint:
     if isinstance(content, str):
         return ModelReply(content=content)
     return ModelReply(content=json.dumps(content, ensure_ascii=False))
+
+
+def parse_reply(text: str, tools: set[str], transcript: Sequence[Message] = ()) -> ModelReply | Complaint:
+    """Read one CLI reply. ``tools`` are the names the request offered; ``transcript`` is
+    the conversation it carried, whose tool results may hold envelopes the reply must not
+    run by quoting them."""
+    body = text.strip()
+    objects = _objects(body)
+    quoted: set[tuple[str, str]] | None = None
+    for value in _own(body, objects):
+        envelope = _unwrap(value)
+        if not any(key in envelope for key in _ENVELOPE_KEYS):
+            continue
+        calls = envelope.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            quoted = _quoted_calls(transcript) if quoted is None else quoted
+            if any(_signature(raw) in quoted for raw in calls):
+                continue
+        return _read(envelope, tools)
+    if '"tool_calls"' in _outside(body, objects):
+        return Complaint(
+            f'the reply mentions "tool_calls" but holds no valid JSON object (of at most {MAX_DEPTH} levels)'
+        )
+    return ModelReply(content=body)

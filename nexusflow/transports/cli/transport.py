@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..._env import expand_all
+from ..._secrets import redact
 from ...errors import (
     CliError,
     cli_empty_reply,
@@ -23,7 +24,7 @@ from ...errors import (
 )
 from ...messages import ModelReply, ModelRequest, TurnStats
 from .envelope import parse_reply, render
-from .process import Finished, run_cli
+from .process import MAX_OUTPUT, Finished, run_cli
 from .style import CliStyle, CliStyles, builtin_style, custom_style
 
 ARG_LIMIT = 128 * 1024
@@ -43,6 +44,9 @@ class CliConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     repair_budget: int = Field(default=2, ge=0)
+    max_output: int = Field(
+        default=MAX_OUTPUT, gt=0, description="Bytes each of stdout and stderr may carry; past it the turn fails."
+    )
 
 
 def _decode(data: bytes, what: str) -> str:
@@ -56,10 +60,10 @@ def _field(text: str, path: str) -> str:
     try:
         value: Any = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CliError(f"cli: expected JSON output with a {path!r} field, got: {text.strip()[:200]}") from exc
+        raise CliError(f"cli: expected JSON output with a {path!r} field, got: {redact(text).strip()[:200]}") from exc
     for key in path.split("."):
         if not isinstance(value, dict) or key not in value:
-            raise CliError(f"cli: the JSON output has no {path!r} field: {text.strip()[:200]}")
+            raise CliError(f"cli: the JSON output has no {path!r} field: {redact(text).strip()[:200]}")
         value = value[key]
     if value is None:
         return ""
@@ -80,7 +84,7 @@ class CliTransport:
         complaint: str | None = None
         attempts = 1 + self.config.repair_budget
         for attempt in range(attempts):
-            parsed = parse_reply(await self._launch(render(request, complaint)), tools)
+            parsed = parse_reply(await self._launch(render(request, complaint)), tools, request.messages)
             if isinstance(parsed, ModelReply):
                 return parsed.model_copy(update={"stats": TurnStats(launches=attempt + 1, repairs=attempt)})
             complaint = parsed.message
@@ -114,7 +118,9 @@ class CliTransport:
                 ),
             ]
             stdin = prompt.encode() if style.prompt_mode == "stdin" else None
-            finished = await run_cli(argv, stdin=stdin, env=env, cwd=config.cwd, timeout=config.timeout)
+            finished = await run_cli(
+                argv, stdin=stdin, env=env, cwd=config.cwd, timeout=config.timeout, max_output=config.max_output
+            )
             return self._answer(finished, answer_file)
 
     def _said(self, stdout: str) -> str:
@@ -136,14 +142,15 @@ class CliTransport:
         for marker in style.error_markers:
             for stream in (stdout, stderr):
                 if marker in stream:
-                    raise CliError(f"cli: the CLI reported an error: {stream[stream.index(marker) :].strip()[:1000]}")
+                    said = redact(stream[stream.index(marker) :])  # before the cap, which could cut a secret in two
+                    raise CliError(f"cli: the CLI reported an error: {said.strip()[:1000]}")
         if style.answer == "file":
             if not answer_file.exists():
                 raise cli_no_output_file()
             text = _decode(answer_file.read_bytes(), "the output file")
         else:
             text = stdout
-        if style.answer_field:
+        if style.answer_field and text.strip():
             text = _field(text, style.answer_field)
         if not text.strip():
             raise cli_empty_reply()
