@@ -20,10 +20,9 @@ import time
 from pathlib import Path
 
 import anyio
+from real_agents import ScopedSession
 
-from nexusflow import AcpLaunch, CliStyle, ModelRequest, Toolkit, create_in_process_client, tool
-from nexusflow._runtime import ActiveRun, active_run
-from nexusflow.tasks import execute_tool
+from nexusflow import AcpLaunch, CliStyle, ModelRequest, Toolkit, tool
 from nexusflow.transports.acp.transport import AcpConfig, AcpTransport
 from nexusflow.transports.cli import CliConfig, CliTransport
 
@@ -53,27 +52,22 @@ async def warm_acp(root: Path, turns: int, tool_calls: int, toolkit: Toolkit) ->
     )
     cwd = str(Path.cwd())
     config = AcpConfig(style=style, command=sys.executable, env={"ACP_AGENT_DIR": str(root)}, workspace=cwd, cwd=cwd)
-    client = create_in_process_client(lambda r: "unused")
     transport = AcpTransport(config)
     await transport.start()
 
-    async def run_tool(step, index, call):
-        return await execute_tool(call), False
-
-    token = active_run.set(ActiveRun(client.options, toolkit, transport, "bench", run_tool=run_tool))
+    session = ScopedSession(transport, toolkit)
     try:
-        await transport.begin(remember)
-        await transport.generate(request())  # warm-up turn, not counted
+        await transport.begin(remember, toolkit.specs())
+        await session.generate(request())  # warm-up turn, not counted
         times = []
         for _ in range(turns - 1):
             started = time.perf_counter()
-            reply = await transport.generate(request())
+            reply = await session.generate(request())
             times.append(time.perf_counter() - started)
             assert reply.content == "ok"
-        reply = await transport.generate(request())
+        reply = await session.generate(request())
         assert reply.content == "done" and reply.stats.tool_calls == tool_calls
     finally:
-        active_run.reset(token)
         await transport.close()
     log = [json.loads(line) for line in (root / "log.jsonl").read_text().splitlines()]
     latencies = [entry["seconds"] for entry in log if entry["kind"] == "tool_result"]

@@ -22,9 +22,8 @@ import uuid
 import anyio
 
 from nexusflow import ModelRequest, Toolkit, create_in_process_client, tool
-from nexusflow._runtime import ActiveRun, active_run
 from nexusflow.flows.loop import LoopState, drive, opening_messages
-from nexusflow.tasks import execute_tool, produce_turn
+from nexusflow.tasks import ToolRuntime, TurnRuntime, execute_tool, produce_turn
 from nexusflow.transports import InProcessTransport
 
 
@@ -45,21 +44,18 @@ def instant_model(turns: int):
 
 
 async def plain(turns: int, toolkit: Toolkit) -> float:
-    client = create_in_process_client(instant_model(turns), max_turns=turns)
     started = time.perf_counter()
-    token = active_run.set(ActiveRun(client.options, toolkit, InProcessTransport(instant_model(turns))))
-    try:
-        state = LoopState(opening_messages("bench", None, None))
+    model = TurnRuntime(transport=InProcessTransport(instant_model(turns)))
+    tools = ToolRuntime(toolkit=toolkit)
+    state = LoopState(opening_messages("bench", None, None))
 
-        async def turn(step: int, request: ModelRequest):
-            return await produce_turn(request), False
+    async def turn(step: int, request: ModelRequest):
+        return await produce_turn(request, model), False
 
-        async def call(step: int, index: int, tool_call):
-            return await execute_tool(tool_call), False
+    async def call(step: int, index: int, tool_call):
+        return await execute_tool(tool_call, tools), False
 
-        text = await drive(state, tools=toolkit.specs(), model=None, max_turns=turns, run_turn=turn, run_tool=call)
-    finally:
-        active_run.reset(token)
+    text = await drive(state, tools=toolkit.specs(), model=None, max_turns=turns, run_turn=turn, run_tool=call)
     assert text == "done"
     return time.perf_counter() - started
 

@@ -28,11 +28,11 @@ from typing import Any
 import anyio
 import httpx
 
-from nexusflow import CliStyles, ModelRequest, ToolCall, Toolkit, Transport, create_cli_client
-from nexusflow._runtime import ActiveRun, active_run
-from nexusflow.tasks import ToolRecord, execute_tool
+from nexusflow import CliStyles, ModelReply, ModelRequest, ToolCall, Toolkit, Transport, create_cli_client
+from nexusflow.tasks import ToolRuntime, execute_tool
 from nexusflow.testing import Reply, ScriptedModelServer
 from nexusflow.testing.conformance import SERVER_MODEL, default_model, scripted_cli, version_of
+from nexusflow.transports import CallOutcome, TurnScope
 from nexusflow.transports.acp.transport import AcpTransport
 
 ROOT = Path(__file__).parent.parent
@@ -96,8 +96,20 @@ async def remember(kind: str, inputs: Any, produce: Callable[[], Awaitable[Any]]
     return await produce(), False
 
 
-async def run_tool(step: int, index: int, call: ToolCall) -> tuple[ToolRecord, bool]:
-    return await execute_tool(call), False
+class ScopedSession:
+    """An ACP transport whose turns run served calls straight through the toolkit."""
+
+    def __init__(self, transport: AcpTransport, toolkit: Toolkit) -> None:
+        tools = ToolRuntime(toolkit=toolkit)
+
+        async def call_tool(index: int, call: ToolCall) -> CallOutcome:
+            return CallOutcome(result=(await execute_tool(call, tools)).result, replayed=False)
+
+        self.transport = transport
+        self.scope = TurnScope(step=0, call_tool=call_tool)
+
+    async def generate(self, request: ModelRequest) -> ModelReply:
+        return await self.transport.generate(request, self.scope)
 
 
 @asynccontextmanager
@@ -109,7 +121,7 @@ async def acp_session(
     env: dict[str, str],
     toolkit: Toolkit,
     timeout: float = 300.0,
-) -> AsyncIterator[AcpTransport]:
+) -> AsyncIterator[ScopedSession]:
     """An open, begun ACP session of a real agent, as a run would have it, without Prefect:
     served calls run the toolkit directly."""
     client = create_cli_client(
@@ -125,12 +137,8 @@ async def acp_session(
     )
     async with client.transport() as transport:
         assert isinstance(transport, AcpTransport)
-        token = active_run.set(ActiveRun(client.options, toolkit, transport, "bench", run_tool=run_tool))
-        try:
-            await transport.begin(remember)
-            yield transport
-        finally:
-            active_run.reset(token)
+        await transport.begin(remember, toolkit.specs())
+        yield ScopedSession(transport, toolkit)
 
 
 async def warm_acp(style: CliStyles, command: str, adapter: str | None, turns: int) -> tuple[float, float]:

@@ -1,6 +1,9 @@
 """nexusflow: agent CLIs as tool-calling models, every agent run a Prefect flow."""
 
-from .client import Client, ClientOptions, create_cli_client, create_in_process_client
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from .client import Client, create_cli_client, create_in_process_client
 from .errors import (
     AcpError,
     CliError,
@@ -35,13 +38,17 @@ from .messages import (
     Usage,
     UserMessage,
 )
+from .options import ClientOptions
 from .policies import ToolPolicy, TransientError
 from .suspension import Suspended, Suspension, current_answer, suspend
-from .testing import ScriptedModel, follow_prompt
 from .toolkit import FunctionTool, Tool, Toolkit, tool
 from .transports.choice import Transport
 from .transports.cli import UNVERIFIED, AcpLaunch, CliStyle, CliStyles, load_cli_style
 from .waits import AnswerForm, DeploymentSuspension, EventWait, Polling, PrefectPause, answer_flow_run
+
+if TYPE_CHECKING:
+    from .testing import ScriptedModel as ScriptedModel
+    from .testing import follow_prompt as follow_prompt
 
 __all__ = [
     "UNVERIFIED",
@@ -76,7 +83,6 @@ __all__ = [
     "RunFinished",
     "RunMetrics",
     "RunResult",
-    "ScriptedModel",
     "SessionIdError",
     "StreamEvent",
     "Suspended",
@@ -104,8 +110,23 @@ __all__ = [
     "create_cli_client",
     "create_in_process_client",
     "current_answer",
-    "follow_prompt",
     "load_cli_style",
     "suspend",
     "tool",
 ]
+
+
+_MOVED_TO_TESTING = frozenset({"ScriptedModel", "follow_prompt"})
+
+
+def __getattr__(name: str) -> Any:
+    """Test helpers moved to ``nexusflow.testing`` (so that importing nexusflow does not load
+    them); the old names keep working, with a warning, for one release."""
+    if name in _MOVED_TO_TESTING:
+        warnings.warn(
+            f"nexusflow.{name} is deprecated; import it from nexusflow.testing", DeprecationWarning, stacklevel=2
+        )
+        from . import testing
+
+        return getattr(testing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,10 +25,10 @@ from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound, PrefectHTTPS
 from prefect.filesystems import WritableFileSystem
 from pydantic import BaseModel
 
+from ._digest import digest
 from ._secrets import get_logger
 from ._storage import read_record, step_storage, write_record
 from .errors import SessionBusyError
-from .tasks.keys import digest
 
 logger = get_logger("nexusflow.session")
 

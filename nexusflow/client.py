@@ -6,15 +6,15 @@ import math
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
 from prefect.utilities.asyncutils import run_coro_as_sync
-from pydantic import BaseModel, ConfigDict, Field
 
+from ._digest import digest
 from ._retry import api_retrying, is_transient
 from ._runtime import PendingRun, pending_run
 from .errors import (
@@ -31,7 +31,6 @@ from .errors import (
 from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run
 from .flows.agent import preview
-from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
 from .memory import (
     ConversationStore,
     LocalConversationStore,
@@ -41,9 +40,8 @@ from .memory import (
     read_inputs,
     write_inputs,
 )
-from .messages import Answer, Message, Request, RunResult, SystemMessage
-from .policies import ToolPolicy
-from .tasks.keys import digest
+from .messages import Answer, Message, RunResult, SystemMessage
+from .options import ClientOptions
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
 from .transports.acp.transport import AcpConfig, check_cwd
@@ -51,27 +49,7 @@ from .transports.choice import Transport, agent_cli_transport
 from .transports.cli import CliConfig, CliStyle, CliStyles, resolve_style
 from .transports.cli.process import MAX_OUTPUT
 
-WaitFor = Callable[[Request], Awaitable[Answer]]
-"""Resolves a suspended call's request: see ``nexusflow.waits`` for the built-in ones."""
-
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-
-
-class ClientOptions(BaseModel):
-    """Options every client takes, whatever its transport."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
-
-    model: str | None = None
-    system_prompt: str | None = None
-    max_turns: int = Field(default=20, ge=1)
-    before_llm: BeforeLlm | None = None
-    after_llm: AfterLlm | None = None
-    before_tool: BeforeTool | None = None
-    after_tool: AfterTool | None = None
-    wait_for: WaitFor | None = None
-    policies: dict[str, ToolPolicy] = Field(default_factory=dict)
-    conversation_store: ConversationStore | None = None
 
 
 def new_session_id() -> str:
@@ -181,7 +159,11 @@ class Client:
         if not subflow and FlowRunContext.get() is None:
             raise NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
         pending = PendingRun(
-            client=self, toolkit=toolkit if toolkit is not None else Toolkit(), emit=emit, answers=answers or {}
+            options=self.options,
+            transport=self.transport,
+            toolkit=toolkit if toolkit is not None else Toolkit(),
+            emit=emit,
+            answers=answers or {},
         )
         try:
             async for attempt in api_retrying():

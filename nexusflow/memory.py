@@ -13,9 +13,9 @@ import anyio
 from prefect.settings import get_current_settings
 from pydantic import BaseModel, Field, TypeAdapter
 
+from ._digest import digest
 from ._storage import read_record, write_record
 from .messages import Message, Request, Text
-from .tasks.keys import digest
 
 _MESSAGES = TypeAdapter(list[Message])
 

@@ -16,7 +16,7 @@ from prefect.states import Completed, Failed
 from prefect.utilities.annotations import quote
 
 from .._lease import session_lease
-from .._runtime import ActiveRun, PendingRun, active_run, current_pending
+from .._runtime import PendingRun, current_pending
 from .._secrets import redact
 from .._storage import step_storage
 from ..errors import NexusflowError, StorageError, describe, unwrap
@@ -37,7 +37,9 @@ from ..messages import (
 from ..suspension import Suspended, outcome_text
 from ..tasks import (
     ToolRecord,
+    ToolRuntime,
     TurnRecord,
+    TurnRuntime,
     chained_key,
     check_stored,
     forget,
@@ -81,12 +83,15 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     toolkit; a rerun with the same ``session_id`` replays finished steps, and one session
     runs in one flow run at a time."""
     pending = current_pending()
-    options = pending.client.options
+    options = pending.options
     toolkit = pending.toolkit
     logger = get_run_logger()
     run_id = str(flow_run.get_id())
     state = LoopState([])
-    steps = _Steps(session_id, await step_storage())
+    tools = ToolRuntime(
+        toolkit=toolkit, policies=options.policies, before_tool=options.before_tool, after_tool=options.after_tool
+    )
+    steps = _Steps(session_id, await step_storage(), tools)
 
     def result(status: Literal["completed", "pending", "failed"], **fields: Any) -> RunResult:
         return RunResult(
@@ -132,31 +137,26 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             state.messages = opening_messages(
                 record.prompt, options.system_prompt, toolkit.instructions, record.history
             )
-            async with pending.client.transport() as transport:
-                run = ActiveRun(
-                    options=options,
-                    toolkit=toolkit,
+            async with pending.transport(logger.info) as transport:
+                steps.model = TurnRuntime(
                     transport=transport,
-                    session_id=session_id,
+                    before_llm=options.before_llm,
+                    after_llm=options.after_llm,
                     run_tool=call_and_settle,
                     emit=pending.emit,
                 )
-                token = active_run.set(run)
-                try:
-                    if isinstance(transport, SessionTransport):
-                        await transport.begin(remember)
-                    text = await drive(
-                        state,
-                        tools=toolkit.specs(),
-                        model=options.model,
-                        max_turns=options.max_turns,
-                        run_turn=turn,
-                        run_tool=call,
-                        settle=settle,
-                        emit=pending.emit,
-                    )
-                finally:
-                    active_run.reset(token)
+                if isinstance(transport, SessionTransport):
+                    await transport.begin(remember, toolkit.specs())
+                text = await drive(
+                    state,
+                    tools=toolkit.specs(),
+                    model=options.model,
+                    max_turns=options.max_turns,
+                    run_turn=turn,
+                    run_tool=call,
+                    settle=settle,
+                    emit=pending.emit,
+                )
     except Exception as exc:
         await _publish(session_id, state.messages)
         waiting = unwrap(exc)
@@ -187,9 +187,11 @@ class _Steps:
     turn follows the previous turn and hashes only the messages that are new since then; a
     tool call, a suspension and a wait follow the turn that asked for them."""
 
-    def __init__(self, session_id: str, storage: WritableFileSystem) -> None:
+    def __init__(self, session_id: str, storage: WritableFileSystem, tools: ToolRuntime) -> None:
         self.session_id = session_id
         self.storage = storage
+        self.tools = tools
+        self.model: TurnRuntime | None = None
         self.upstream = ""
         self.known = 0
         self.turn_key = ""
@@ -204,7 +206,8 @@ class _Steps:
         forget(key)
         self.turn_key = key  # calls an ACP agent makes during the turn follow it
         task = self._configured(model_turn)
-        state = await task(self.session_id, step, key, quote(request), return_state=True)
+        assert self.model is not None, "the transport is open before the first turn"
+        state = await task(self.session_id, step, key, quote(request), quote(self.model), return_state=True)
         record, replayed = TurnRecord.model_validate(await state.aresult()), state.name == "Cached"
         check_stored(f"turn-{step}", key, replayed)
         self.upstream = key
@@ -221,7 +224,7 @@ class _Steps:
         key = self.tool_key(step, index, call, answer)
         forget(key)
         task = self._configured(tool_call)
-        state = await task(self.session_id, step, index, key, quote(call), answer, return_state=True)
+        state = await task(self.session_id, step, index, key, quote(call), quote(self.tools), answer, return_state=True)
         record, replayed = ToolRecord.model_validate(await state.aresult()), state.name == "Cached"
         check_stored(f"tool-{step}-{call.name}", key, replayed)
         return record, replayed
@@ -285,7 +288,7 @@ async def _settle(
 
 async def _answer(pending: PendingRun, steps: _Steps, step: int, index: int, request: Request) -> Answer:
     given = pending.answers.get(request.id)
-    wait_for = pending.client.options.wait_for
+    wait_for = pending.options.wait_for
     resolve: Callable[[Request], Awaitable[Answer]]
     if given is not None:
         resolve = _constant(given)

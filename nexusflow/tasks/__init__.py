@@ -3,13 +3,15 @@
 from .keys import chained_key, digest
 from .session import remembered
 from .stored import check_stored, forget
-from .tool_call import ToolRecord, execute_tool, tool_call
-from .turn import TurnRecord, model_turn, produce_turn
+from .tool_call import ToolRecord, ToolRuntime, execute_tool, tool_call
+from .turn import TurnRecord, TurnRuntime, model_turn, produce_turn
 from .waiting import suspension, wait
 
 __all__ = [
     "ToolRecord",
+    "ToolRuntime",
     "TurnRecord",
+    "TurnRuntime",
     "chained_key",
     "check_stored",
     "digest",

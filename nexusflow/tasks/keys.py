@@ -9,16 +9,11 @@ turn 2: each turn hashes only what is new since the previous one.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from prefect.context import TaskRunContext
 
-
-def digest(value: Any) -> str:
-    encoded = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+from .._digest import digest
 
 
 def step_key(session_id: str, step: int, kind: str, call: int, inputs: Any) -> str:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -14,11 +15,11 @@ from prefect.concurrency.asyncio import concurrency
 from prefect.exceptions import ObjectAlreadyExists
 from pydantic import BaseModel
 
-from .._runtime import current_active
-from ..hooks import call_hook, hook_returned
+from ..hooks import AfterTool, BeforeTool, call_hook, hook_returned
 from ..messages import Answer, Request, ToolCall, ToolResult
 from ..policies import ToolPolicy, concurrency_limit_name, policy_for
 from ..suspension import Suspension, answer_var
+from ..toolkit import Toolkit
 from .keys import given_key
 from .stored import note_unstored
 
@@ -68,12 +69,21 @@ async def _limited(policy: ToolPolicy, tool: str) -> AsyncIterator[None]:
         yield
 
 
-async def execute_tool(call: ToolCall, answer: Answer | None = None) -> ToolRecord:
+@dataclass(frozen=True)
+class ToolRuntime:
+    """The live objects a tool call needs, handed over explicitly (quoted: Prefect neither
+    hashes nor walks them)."""
+
+    toolkit: Toolkit
+    policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    before_tool: BeforeTool | None = None
+    after_tool: AfterTool | None = None
+
+
+async def execute_tool(call: ToolCall, runtime: ToolRuntime, answer: Answer | None = None) -> ToolRecord:
     """The call itself, without Prefect: approval policy and hooks around the toolkit.
     ``answer`` is set when the call runs again after a suspension was answered yes."""
-    run = current_active()
-    options = run.options
-    policy = policy_for(options.policies, call.name)
+    policy = policy_for(runtime.policies, call.name)
     started = time.perf_counter()
     token = answer_var.set(answer)
     try:
@@ -81,8 +91,8 @@ async def execute_tool(call: ToolCall, answer: Answer | None = None) -> ToolReco
         if answer is None and policy.needs_approval(call.arguments):
             prompt = f'Allow the tool "{call.name}" to run with {call.arguments}?'
             result = ToolResult(content=f"pending: {prompt}", pending=Request(prompt=prompt))
-        elif options.before_tool is not None:
-            value = await call_hook("before_tool", options.before_tool, call)
+        elif runtime.before_tool is not None:
+            value = await call_hook("before_tool", runtime.before_tool, call)
             if isinstance(value, ToolCall):
                 call = value
             elif isinstance(value, dict):
@@ -91,9 +101,9 @@ async def execute_tool(call: ToolCall, answer: Answer | None = None) -> ToolReco
                 result = _as_result("before_tool", value)
         if result is None:
             async with _limited(policy, call.name):
-                result = await run.toolkit.call(call.name, call.arguments, policy)
-        if options.after_tool is not None and result.pending is None:
-            value = await call_hook("after_tool", options.after_tool, call, result)
+                result = await runtime.toolkit.call(call.name, call.arguments, policy)
+        if runtime.after_tool is not None and result.pending is None:
+            value = await call_hook("after_tool", runtime.after_tool, call, result)
             if isinstance(value, str):
                 result = ToolResult(content=value, is_error=result.is_error)
             elif value is not None:
@@ -111,9 +121,9 @@ async def execute_tool(call: ToolCall, answer: Answer | None = None) -> ToolReco
     cache_key_fn=given_key,
 )
 async def tool_call(
-    session_id: str, step: int, index: int, key: str, call: ToolCall, answer: Answer | None = None
+    session_id: str, step: int, index: int, key: str, call: ToolCall, runtime: ToolRuntime, answer: Answer | None = None
 ) -> ToolRecord:
-    return await execute_tool(call, answer)
+    return await execute_tool(call, runtime, answer)
 
 
 tool_call.on_rollback(note_unstored)

@@ -4,17 +4,14 @@ opens its transport, and logged with its reason."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from enum import StrEnum
 
-from prefect.exceptions import MissingContextError
-from prefect.logging import get_run_logger
-
+from .._secrets import get_logger
 from ..errors import AcpError
 from .acp.transport import AcpConfig, AcpTransport
-from .base import ModelTransport, TransportFactory
+from .base import Log, ModelTransport, TransportFactory
 from .cli.transport import CliConfig, CliTransport
 
 AUTO_HANDSHAKE_TIMEOUT = 20.0
@@ -27,39 +24,35 @@ class Transport(StrEnum):
     CLI = "cli"
 
 
-def _logger() -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
-    try:
-        return get_run_logger()
-    except MissingContextError:
-        return logging.getLogger("nexusflow")
+logger = get_logger("nexusflow.transport")
 
 
 def agent_cli_transport(choice: Transport, cli: CliConfig, acp: AcpConfig | None, why_not: str) -> TransportFactory:
     """``acp`` is None when ACP cannot be used, and ``why_not`` says why."""
 
     @asynccontextmanager
-    async def open_transport() -> AsyncIterator[ModelTransport]:
-        log = _logger()
+    async def open_transport(log: Log | None = None) -> AsyncIterator[ModelTransport]:
+        say = log or logger.info
         style = cli.style.name
         agent: AcpTransport | None = None
         if choice is Transport.ACP:
             if acp is None:
                 raise AcpError(f"acp: {why_not}")
             agent = AcpTransport(acp)
-            await agent.start(log.info)
+            await agent.start(say)
         elif choice is Transport.AUTO and acp is not None:
             candidate = AcpTransport(acp.model_copy(update={"handshake_timeout": AUTO_HANDSHAKE_TIMEOUT}))
             try:
-                await candidate.start(log.info)
+                await candidate.start(say)
                 agent = candidate
             except AcpError as exc:
-                log.info("transport: one-shot CLI for %s, because ACP did not start: %s", style, exc)
+                say(f"transport: one-shot CLI for {style}, because ACP did not start: {exc}")
         elif choice is Transport.AUTO:
-            log.info("transport: one-shot CLI for %s, because %s", style, why_not)
+            say(f"transport: one-shot CLI for {style}, because {why_not}")
         if agent is None:
             yield CliTransport(cli)
             return
-        log.info("transport: ACP for %s (%s)", style, acp.command if acp else "")
+        say(f"transport: ACP for {style} ({acp.command if acp else ''})")
         try:
             yield agent
         finally:

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from ..errors import ModelError
 from ..messages import ModelReply, ModelRequest
+from .base import Log, TransportFactory, TurnScope
 
 Generate = Callable[[ModelRequest], ModelReply | dict[str, Any] | str | Awaitable[ModelReply | dict[str, Any] | str]]
 
@@ -39,7 +40,7 @@ class InProcessTransport:
         self._generate = generate
         self._is_async = inspect.iscoroutinefunction(generate) or inspect.iscoroutinefunction(type(generate).__call__)
 
-    async def generate(self, request: ModelRequest) -> ModelReply:
+    async def generate(self, request: ModelRequest, scope: TurnScope | None = None) -> ModelReply:
         try:
             if self._is_async:
                 value = await self._generate(request)  # type: ignore[misc]
@@ -54,9 +55,9 @@ class InProcessTransport:
         return coerce_reply(value)
 
 
-def in_process_transport(generate: Generate) -> Callable[[], Any]:
+def in_process_transport(generate: Generate) -> TransportFactory:
     @asynccontextmanager
-    async def open_transport() -> AsyncIterator[InProcessTransport]:
+    async def open_transport(log: Log | None = None) -> AsyncIterator[InProcessTransport]:
         yield InProcessTransport(generate)
 
     return open_transport

@@ -1,15 +1,13 @@
 """The ACP transport: one warm agent process per flow run, our toolkit served to it as an
 MCP server, one ``session/prompt`` per model turn.
 
-The agent calls our tools natively; each call arrives at the served MCP server and runs as
-the same keyed Prefect tool task the loop would run, under the current turn's task, so a
-resumed turn does not run a finished tool again.
+The agent calls our tools natively; each call arrives at the served MCP server and goes to
+the turn's ``call_tool`` (the flow makes it the same keyed tool task the loop would run),
+so a resumed turn does not run a finished tool again. Nothing here knows Prefect.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import hashlib
 import json
 import logging
@@ -21,15 +19,13 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from anyio.abc import Process, TaskGroup
-from prefect.transactions import CommitMode, atransaction
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..._env import expand_all
-from ..._runtime import ActiveRun, current_active, current_step
 from ...errors import AcpError, acp_timed_out, describe
 from ...events import TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
 from ...messages import (
@@ -41,21 +37,19 @@ from ...messages import (
     ToolCall,
     ToolMessage,
     ToolResult,
+    ToolSpec,
     TurnStats,
     Usage,
     UserMessage,
 )
 from ...suspension import Suspended
-from ..base import Remember
+from ..base import Remember, TurnScope
 from ..cli.process import kill_group
 from ..cli.style import CliStyle
 from .bridge import TOKEN_VARIABLE
 from .connection import Connection, MethodNotFound, RemoteError, as_object
 from .permissions import CANCELLED, choose, identify
 from .served import ServedToolkit, serve_toolkit
-
-if TYPE_CHECKING:
-    from ...tasks import ToolRecord
 
 logger = logging.getLogger("nexusflow.acp")
 
@@ -146,8 +140,7 @@ def _prompt_text(messages: list[Message], whole: bool) -> str:
 
 @dataclass
 class _Turn:
-    step: int
-    context: contextvars.Context
+    scope: TurnScope
     text: list[str] = field(default_factory=list)
     steps: list[Message] = field(default_factory=list)
     stats: TurnStats = field(default_factory=TurnStats)
@@ -161,7 +154,7 @@ class _Turn:
         digest = hashlib.sha256(json.dumps([name, arguments], sort_keys=True).encode()).hexdigest()[:8]
         occurrence = self.seen.get(digest, 0)
         self.seen[digest] = occurrence + 1
-        return occurrence, f"served_{self.step}_{digest}_{occurrence}"
+        return occurrence, f"served_{self.scope.step}_{digest}_{occurrence}"
 
 
 class AcpTransport:
@@ -179,7 +172,6 @@ class AcpTransport:
         self._group: TaskGroup | None = None
         self._connection: Connection | None = None
         self._served: ServedToolkit | None = None
-        self._run: ActiveRun | None = None
         self._turn: _Turn | None = None
         self._announced: dict[str, dict[str, Any]] = {}
         self._cancelling = False
@@ -317,17 +309,17 @@ class AcpTransport:
         kind = update.get("sessionUpdate")
         self.updates.append(update)
         turn = None if self._replaying else self._turn
-        emit = self._run.emit if self._run is not None else None
+        emit = turn.scope.emit if turn is not None else None
         if kind == "agent_message_chunk":
             text = _text_of(update.get("content"))
             if turn is not None and text:
                 turn.text.append(text)
                 if emit:
-                    emit(TextChunk(step=turn.step, text=text))
+                    emit(TextChunk(step=turn.scope.step, text=text))
         elif kind == "agent_thought_chunk":
             text = _text_of(update.get("content"))
             if turn is not None and text and emit:
-                emit(ThoughtChunk(step=turn.step, text=text))
+                emit(ThoughtChunk(step=turn.scope.step, text=text))
         elif kind in ("tool_call", "tool_call_update"):
             call_id = update.get("toolCallId")
             if isinstance(call_id, str):
@@ -339,23 +331,17 @@ class AcpTransport:
     # ---- the served toolkit --------------------------------------------------------------
 
     async def _call_served(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        turn, run = self._turn, self._run
-        if turn is None or run is None or run.run_tool is None:
+        turn = self._turn
+        if turn is None or turn.scope.call_tool is None:
             return ToolResult(content=f'error: tool "{name}" was called outside a turn', is_error=True)
+        scope = turn.scope
         index, call_id = turn.position(name, arguments)
         call = ToolCall.model_validate({"id": call_id, "name": name, "arguments": arguments})
-        if run.emit:
-            run.emit(ToolCallStarted(step=turn.step, call=call))
+        if scope.emit:
+            scope.emit(ToolCallStarted(step=scope.step, call=call))
         started = time.perf_counter()
-        run_tool = run.run_tool
-
-        async def committed() -> tuple[ToolRecord, bool]:
-            # Committed at once: if the turn fails later, the finished call must stay finished.
-            async with atransaction(commit_mode=CommitMode.EAGER):
-                return await run_tool(turn.step, index, call)
-
         try:
-            record, replayed = await asyncio.get_running_loop().create_task(committed(), context=turn.context)
+            outcome = await scope.call_tool(index, call)
         except Suspended as exc:
             # No wait_for: the run must end pending, so this turn ends here; the resumed run
             # reopens the agent's session and finds this call answered.
@@ -365,19 +351,19 @@ class AcpTransport:
                 content=f"pending: {exc.request.prompt} (the turn ends until it is answered)", is_error=True
             )
         turn.stats.tool_calls += 1
-        turn.stats.tool_errors += record.result.is_error
-        turn.stats.suspensions += record.suspended
-        if replayed:
+        turn.stats.tool_errors += outcome.result.is_error
+        turn.stats.suspensions += outcome.suspended
+        if outcome.replayed:
             turn.stats.replayed_tool_calls += 1
         else:
             turn.stats.tool_seconds += time.perf_counter() - started
         turn.steps += [
             AssistantMessage(tool_calls=[call]),
-            ToolMessage(tool_call_id=call.id, content=record.result.content),
+            ToolMessage(tool_call_id=call.id, content=outcome.result.content),
         ]
-        if run.emit:
-            run.emit(ToolCallFinished(step=turn.step, call=call, result=record.result))
-        return record.result
+        if scope.emit:
+            scope.emit(ToolCallFinished(step=scope.step, call=call, result=outcome.result))
+        return outcome.result
 
     def _mcp_servers(self) -> list[dict[str, Any]]:
         served = self._served
@@ -396,9 +382,8 @@ class AcpTransport:
 
     # ---- the session ---------------------------------------------------------------------
 
-    async def begin(self, remember: Remember) -> None:
-        run = self._run = current_active()
-        self._served = await self._stack.enter_async_context(serve_toolkit(run.toolkit.specs(), self._call_served))
+    async def begin(self, remember: Remember, tools: list[ToolSpec]) -> None:
+        self._served = await self._stack.enter_async_context(serve_toolkit(tools, self._call_served))
         agent_session, replayed = await remember("acp-session", {"style": self.config.style.name}, self._new_session)
         if replayed:
             await self._reopen(agent_session)
@@ -480,11 +465,11 @@ class AcpTransport:
                 ) from exc
             raise
 
-    async def generate(self, request: ModelRequest) -> ModelReply:
+    async def generate(self, request: ModelRequest, scope: TurnScope | None = None) -> ModelReply:
         """One ``session/prompt``. On timeout: ``session/cancel``, a grace period, then the
         whole process group is killed."""
         text = _prompt_text(request.messages, whole=self._seed or not self._has_prompted)
-        turn = self._turn = _Turn(step=current_step.get(), context=contextvars.copy_context())
+        turn = self._turn = _Turn(scope=scope or TurnScope(step=0))
         self._has_prompted = True
         done = anyio.Event()
         outcome: dict[str, Any] = {}

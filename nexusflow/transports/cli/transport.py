@@ -23,6 +23,7 @@ from ...errors import (
     cli_takes_no_model,
 )
 from ...messages import ModelReply, ModelRequest, TurnStats
+from ..base import TurnScope
 from .envelope import parse_reply, render
 from .process import MAX_OUTPUT, Finished, run_cli
 from .style import CliStyle, CliStyles, builtin_style, custom_style
@@ -77,7 +78,7 @@ class CliTransport:
     def _environment(self) -> dict[str, str]:
         return {**os.environ, **expand_all(self.config.style.env), **expand_all(self.config.env)}
 
-    async def generate(self, request: ModelRequest) -> ModelReply:
+    async def generate(self, request: ModelRequest, scope: TurnScope | None = None) -> ModelReply:
         """Launch the CLI; send a malformed envelope back with its complaint, up to the
         repair budget; then fail with the last complaint."""
         tools = {spec.name for spec in request.tools}

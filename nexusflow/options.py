@@ -1,0 +1,33 @@
+"""The options every client takes, whatever its transport: data the flow reads, below the
+client so that flows and tasks never import the client."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
+from .memory import ConversationStore
+from .messages import Answer, Request
+from .policies import ToolPolicy
+
+WaitFor = Callable[[Request], Awaitable[Answer]]
+"""Resolves a suspended call's request: see ``nexusflow.waits`` for the built-in ones."""
+
+
+class ClientOptions(BaseModel):
+    """Options every client takes, whatever its transport."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", frozen=True)
+
+    model: str | None = None
+    system_prompt: str | None = None
+    max_turns: int = Field(default=20, ge=1)
+    before_llm: BeforeLlm | None = None
+    after_llm: AfterLlm | None = None
+    before_tool: BeforeTool | None = None
+    after_tool: AfterTool | None = None
+    wait_for: WaitFor | None = None
+    policies: dict[str, ToolPolicy] = Field(default_factory=dict)
+    conversation_store: ConversationStore | None = None
