@@ -9,7 +9,8 @@ with its turns and tool calls as task runs.
 import anyio
 from prefect import flow, task
 
-from nexusflow import ScriptedModel, create_in_process_client
+from nexusflow import create_in_process_client
+from nexusflow.testing import ScriptedModel
 
 
 @task

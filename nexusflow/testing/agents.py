@@ -1,7 +1,7 @@
 """Per style, what points that agent CLI at a ``ScriptedModelServer``: its environment, and
 the settings files it reads, written into a home folder of the caller's choosing (so the
-user's own logins and settings are never touched). Recipes verified in
-``shared/notes/clis.md`` and ``acp.md``."""
+user's own logins and settings are never touched). ``nexusflow styles verify`` checks a
+recipe against the CLI you have installed."""
 
 from __future__ import annotations
 

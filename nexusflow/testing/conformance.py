@@ -20,7 +20,7 @@ from ..messages import RunResult
 from ..toolkit import Toolkit, tool
 from ..transports.choice import Transport
 from ..transports.cli.style import CliStyle, CliStyles, builtin_style
-from .server import Recorded, Reply, ScriptedModelServer, _tool_names
+from .server import Recorded, ScriptedModelServer, ScriptedReply, tool_names
 
 EXACT_TEXT = '-leading dash, "quotes", new\nlines, <>&, café 中文 🙂'
 """A final answer that must come back byte for byte through the envelope."""
@@ -76,7 +76,7 @@ def version_of(command: str) -> str:
 
 @asynccontextmanager
 async def scripted_cli(
-    style: CliStyles, replies: list[Reply | str], *, acp: bool = False
+    style: CliStyles, replies: list[ScriptedReply | str], *, acp: bool = False
 ) -> AsyncIterator[tuple[ScriptedModelServer, Path, dict[str, str]]]:
     """A scripted server, a temporary home and the environment pointing the CLI at both."""
     home = Path(tempfile.mkdtemp(prefix=f"nexusflow-{style.value}-"))
@@ -99,7 +99,7 @@ def _turn_models(turns: list[Recorded]) -> set[str]:
 
 
 async def _run(
-    style: CliStyles, command: str, replies: list[Reply | str], log: Added, *, model: str | None, timeout: float
+    style: CliStyles, command: str, replies: list[ScriptedReply | str], log: Added, *, model: str | None, timeout: float
 ) -> tuple[RunResult, list[Recorded]]:
     async with scripted_cli(style, replies) as (server, home, env):
         client = create_cli_client(
@@ -134,7 +134,7 @@ async def verify_one_shot(
     if turns:
         models = _turn_models(turns)
         checks.append(Check("model reaches the server", models == {SERVER_MODEL}, f"server saw {sorted(models)}"))
-        offered = sorted({name for t in turns for name in _tool_names(t.api, t.body) if t.api})  # type: ignore[arg-type]
+        offered = sorted({name for t in turns for name in tool_names(t.api, t.body) if t.api})  # type: ignore[arg-type]
         extra = [name for name in offered if name not in chosen.tools_left]
         checks.append(
             Check(
@@ -145,7 +145,9 @@ async def verify_one_shot(
                 else f"offered only {offered or 'none'} (allowed: {chosen.tools_left})",
             )
         )
-    errors: list[Reply | str] = [Reply.fail(400, "scripted failure: bad request")] * 4  # CLIs that retry see it again
+    errors: list[ScriptedReply | str] = [
+        ScriptedReply.fail(400, "scripted failure: bad request")
+    ] * 4  # CLIs that retry see it again
     failing, _ = await _run(style, command, errors, Added([]), model=model, timeout=timeout)
     surfaced = failing.status == "failed" and "scripted failure" in (failing.error or "")
     outcome = (
@@ -160,7 +162,10 @@ async def verify_acp(
 ) -> list[Check]:
     log = Added(calls=[])
     model = model if model is not None else default_model(style, acp=True)
-    replies: list[Reply | str] = [Reply.call("add", {"a": 2, "b": 3}), Reply.say("The sum is 5.")]
+    replies: list[ScriptedReply | str] = [
+        ScriptedReply.call("add", {"a": 2, "b": 3}),
+        ScriptedReply.say("The sum is 5."),
+    ]
     started = time.perf_counter()
     async with scripted_cli(style, replies, acp=True) as (server, home, env):
         client = create_cli_client(

@@ -13,8 +13,8 @@ from ..errors import ModelError
 from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolMessage, UserMessage
 from ..transports import coerce_reply
 
-Reply = ModelReply | dict[str, Any] | str
-ScriptStep = Reply | Callable[[ModelRequest], Reply]
+ReplyLike = ModelReply | dict[str, Any] | str
+ScriptStep = ReplyLike | Callable[[ModelRequest], ReplyLike]
 
 
 class ScriptedModel:
