@@ -20,7 +20,7 @@ import anyio
 from real_agents import AGENTS, acp_session, installed, request
 
 from nexusflow import CliStyles, Toolkit, tool
-from nexusflow.testing import Reply
+from nexusflow.testing import ScriptedReply
 from nexusflow.testing.conformance import scripted_cli
 
 
@@ -34,7 +34,7 @@ async def patience(style: CliStyles, command: str, adapter: str | None, hold: fl
         await anyio.sleep(hold)
         return "answered"
 
-    replies = [Reply.call("wait_here"), Reply.say("gave up"), Reply.say("gave up")]
+    replies = [ScriptedReply.call("wait_here"), ScriptedReply.say("gave up"), ScriptedReply.say("gave up")]
     async with scripted_cli(style, replies, acp=True) as (server, home, env):
         async with (
             await Toolkit.load(tools=[wait_here]) as toolkit,

@@ -30,7 +30,7 @@ import httpx
 
 from nexusflow import CliStyles, ModelReply, ModelRequest, ToolCall, Toolkit, Transport, create_cli_client
 from nexusflow.tasks import ToolRuntime, execute_tool
-from nexusflow.testing import Reply, ScriptedModelServer
+from nexusflow.testing import ScriptedModelServer, ScriptedReply
 from nexusflow.testing.conformance import SERVER_MODEL, default_model, scripted_cli, version_of
 from nexusflow.transports import CallOutcome, TurnScope
 from nexusflow.transports.acp.transport import AcpTransport
@@ -142,7 +142,7 @@ async def acp_session(
 
 
 async def warm_acp(style: CliStyles, command: str, adapter: str | None, turns: int) -> tuple[float, float]:
-    async with scripted_cli(style, [Reply.say("ok")] * (turns + 1), acp=True) as (_server, home, env):
+    async with scripted_cli(style, [ScriptedReply.say("ok")] * (turns + 1), acp=True) as (_server, home, env):
         async with await Toolkit.load() as toolkit:
             started = time.perf_counter()
             async with acp_session(style, command, adapter, home, env, toolkit) as transport:

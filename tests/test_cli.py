@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+from nexusflow import AcpLaunch
+
+from acp_fixtures import ACP_AGENT
 from helpers.prefect_api import task_runs
 
 
@@ -160,3 +163,60 @@ def test_cli_style_mistakes_are_clear(args, message):
     done = nexusflow("run", "hi", *args)
     assert done.returncode in (1, 2)
     assert message in done.stderr
+
+
+def test_run_reaches_the_acp_transport_through_the_acp_command(agent, tmp_path, session_id):
+    """The style speaks ACP only through an adapter and `--command` is /bin/false, so an answer
+    proves that both `--transport acp` and `--acp-command` reached the client."""
+    launch = AcpLaunch(args=[str(ACP_AGENT)], adapter=True, env={"ACP_AGENT_DIR": str(agent.root)}, verified="test")
+    style_file = tmp_path / "style.json"
+    style_file.write_text(agent.style.model_copy(update={"acp": launch}).model_dump_json())
+    agent.script([[{"say": "hello over ACP"}]])
+    acp = ("run", "hi", "--style-file", str(style_file), "--command", "/bin/false", "--transport", "acp")
+
+    done = nexusflow(*acp, "--acp-command", sys.executable, "--session", session_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "hello over ACP\n"
+    (initialize,) = agent.received("initialize")
+    assert initialize["params"]["protocolVersion"] == 1
+
+    forced = nexusflow(*acp, "--session", f"{session_id}-no-adapter")
+    assert forced.returncode == 1, "--transport acp never falls back to the one-shot CLI"
+    assert "pass its path as acp_command" in forced.stderr
+    assert len(agent.received("initialize")) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["run", "hi", "--transport", "bogus"], ['"bogus"', "--transport", '"auto"', '"acp"', '"cli"']),
+        (["run", "hi", "--style", "clod", "--command", "x"], ['cli: unknown style "clod"', "claude", "goose"]),
+        (["answer", "some-flow-run"], ["--approve"]),
+        ([], ["a COMMAND is needed"]),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(args, names):
+    done = nexusflow(*args)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("nexusflow: ")
+    assert all(name in line for name in names), line
+
+
+def test_help_lists_every_command_without_importing_them():
+    done = nexusflow("--help")
+    assert done.returncode == 0, done.stderr
+    listed = set(re.findall(r"^│ (\S+)", done.stdout, re.MULTILINE))
+    assert {"run", "demo", "answer", "styles", "mcp-bridge"} <= listed
+    probe = "import sys, nexusflow.cli; nexusflow.cli.main(['--help']); print('nexusflow.cli.commands' in sys.modules)"
+    help_only = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert help_only.stdout.splitlines()[-1] == "False", "the commands (and Prefect) load only when one runs"
+
+
+def test_version_prints_the_package_version():
+    from importlib.metadata import version
+
+    done = nexusflow("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == version("nexusflow")

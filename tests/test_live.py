@@ -13,8 +13,8 @@ import pytest
 from live_agents import binary
 
 from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
+from nexusflow.testing import ScriptedReply
 from nexusflow.testing.conformance import default_model, scripted_cli
-from nexusflow.testing.server import Reply
 
 from helpers.prefect_api import task_runs
 
@@ -73,10 +73,7 @@ def test_styles_verify_fails_precisely_for_a_binary_that_is_not_the_cli():
         env=os.environ.copy(),
     )
     assert done.returncode == 1
-    assert (
-        "FAIL  one-shot tool call round trip" in done.stdout
-        and "cli: empty reply" in done.stdout
-    ), done.stdout
+    assert "FAIL  one-shot tool call round trip" in done.stdout and "cli: empty reply" in done.stdout, done.stdout
 
 
 def acp_client(style, env, home, **options):
@@ -97,7 +94,7 @@ def acp_client(style, env, home, **options):
 @pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
 async def test_acp_served_tool_runs_as_a_task_and_its_result_reaches_the_model(style):
     ran.clear()
-    replies = [Reply.call("add", {"a": 20, "b": 22}), Reply.say("It is 42.")]
+    replies = [ScriptedReply.call("add", {"a": 20, "b": 22}), ScriptedReply.say("It is 42.")]
     async with scripted_cli(style, replies, acp=True) as (server, home, env):
         async with await Toolkit.load(tools=[add]) as toolkit:
             result = await acp_client(style, env, home).run("add", toolkit, session_id=f"live-{uuid.uuid4().hex}")
@@ -116,7 +113,10 @@ async def test_acp_rejects_the_agents_own_shell(style, caplog):
     async with scripted_cli(style, [], acp=True) as (server, home, env):
         marker = Path(home) / "touched"
         name, arguments = SHELL[style]
-        server.push(Reply.call(name, {k: v.format(marker=marker) for k, v in arguments.items()}), Reply.say("done"))
+        server.push(
+            ScriptedReply.call(name, {k: v.format(marker=marker) for k, v in arguments.items()}),
+            ScriptedReply.say("done"),
+        )
         async with await Toolkit.load(tools=[add]) as toolkit:
             result = await acp_client(style, env, home).run("go", toolkit, session_id=f"live-{uuid.uuid4().hex}")
         assert not marker.exists(), "the agent's own shell must not act"
@@ -130,7 +130,7 @@ async def test_acp_rejects_the_agents_own_shell(style, caplog):
 
 @pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
 async def test_acp_cancel_ends_the_turn_cancelled(style):
-    async with scripted_cli(style, [Reply.slow(120)] * 3, acp=True) as (_server, home, env):
+    async with scripted_cli(style, [ScriptedReply.slow(120)] * 3, acp=True) as (_server, home, env):
         async with await Toolkit.load(tools=[add]) as toolkit:
             client = acp_client(style, env, home, timeout=8)
             result = await client.run("go", toolkit, session_id=f"live-{uuid.uuid4().hex}")
@@ -147,7 +147,7 @@ async def test_acp_cancel_ends_the_turn_cancelled(style):
 async def test_acp_resumed_run_reuses_the_agent_session(style, caplog):
     caplog.set_level(logging.INFO)
     session = f"live-{uuid.uuid4().hex}"
-    async with scripted_cli(style, [Reply.say("first")] * 2, acp=True) as (_server, home, env):
+    async with scripted_cli(style, [ScriptedReply.say("first")] * 2, acp=True) as (_server, home, env):
         async with await Toolkit.load(tools=[add]) as toolkit:
             first = await acp_client(style, env, home).run("hello", toolkit, session_id=session)
             again = await acp_client(style, env, home).run("hello", toolkit, session_id=session)
@@ -170,7 +170,7 @@ RESUME = {
 
 async def test_auto_uses_acp_when_the_agent_answers_and_the_one_shot_path_otherwise(caplog):
     caplog.set_level(logging.INFO)
-    async with scripted_cli(CliStyles.GEMINI, [Reply.say("over acp")], acp=True) as (_server, home, env):
+    async with scripted_cli(CliStyles.GEMINI, [ScriptedReply.say("over acp")], acp=True) as (_server, home, env):
         client = acp_client(CliStyles.GEMINI, env, home, transport=Transport.AUTO)
         result = await client.run("hi", session_id=f"live-{uuid.uuid4().hex}")
     assert result.status == "completed" and result.text == "over acp", result.error

@@ -182,7 +182,8 @@ async def test_unreadable_config_file(tmp_path):
 
 @pytest.mark.anyio
 async def test_mcp_over_stdio_and_http_and_skills_used_by_a_run(http_server, monkeypatch, tmp_path, session_id):
-    from nexusflow import ScriptedModel, create_in_process_client
+    from nexusflow import create_in_process_client
+    from nexusflow.testing import ScriptedModel
 
     url, token = http_server
     monkeypatch.setenv("NF_MCP_TOKEN", token)

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from nexusflow import LocalConversationStore, RunResult, ScriptedModel, create_in_process_client
+from nexusflow import LocalConversationStore, RunResult, create_in_process_client
+from nexusflow.testing import ScriptedModel
 
 from conftest import HELPERS
 

@@ -7,7 +7,7 @@ import tomllib
 import httpx
 import pytest
 
-from nexusflow.testing import Reply, ScriptedModelServer
+from nexusflow.testing import ScriptedModelServer, ScriptedReply
 from nexusflow.transports.cli.style import CliStyles
 
 TOOL = "mcp__nexusflow__add"
@@ -76,7 +76,9 @@ def streamed_text(api: str, events: list[dict]) -> str:
 
 
 def test_plain_replies_come_back_in_each_providers_shape():
-    replies = [r for _ in APIS for r in (Reply.say("Hello there."), Reply.call("add", {"a": 2, "b": 3}))]
+    replies = [
+        r for _ in APIS for r in (ScriptedReply.say("Hello there."), ScriptedReply.call("add", {"a": 2, "b": 3}))
+    ]
     with ScriptedModelServer(replies) as server, httpx.Client(base_url=server.url) as client:
         assert server.url.startswith("http://127.0.0.1:") and server.port > 0
         for api in APIS:
@@ -131,7 +133,10 @@ def test_side_requests_do_not_consume_the_queue():
 
 @pytest.mark.parametrize("api", APIS)
 def test_scripted_failure_and_an_empty_queue_answer_with_provider_errors(api):
-    with ScriptedModelServer([Reply.fail(429, "slow down")]) as server, httpx.Client(base_url=server.url) as client:
+    with (
+        ScriptedModelServer([ScriptedReply.fail(429, "slow down")]) as server,
+        httpx.Client(base_url=server.url) as client,
+    ):
         path, body = request(api, "m")
         failed = client.post(path, json=body)
         assert failed.status_code == 429 and failed.json()["error"]["message"] == "slow down"
@@ -173,7 +178,7 @@ def test_sync_context_manager_closes_the_port_on_exit():
 
 def test_push_appends_and_environment_points_codex_at_the_server(tmp_path):
     with ScriptedModelServer(["first"]) as server, httpx.Client(base_url=server.url) as client:
-        server.push("second", Reply.slow(0.3, "third"))
+        server.push("second", ScriptedReply.slow(0.3, "third"))
         assert server.remaining == 3
         env = server.environment(CliStyles.CODEX, tmp_path)
         config = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
@@ -201,7 +206,7 @@ def test_a_body_that_is_not_a_json_object_gets_a_400_and_the_connection_survives
 
 def test_gemini_snake_case_tools_are_offered_tools():
     with (
-        ScriptedModelServer([Reply.call("add", {"a": 1, "b": 2})]) as server,
+        ScriptedModelServer([ScriptedReply.call("add", {"a": 1, "b": 2})]) as server,
         httpx.Client(base_url=server.url) as client,
     ):
         body = {

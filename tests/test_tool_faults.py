@@ -9,7 +9,8 @@ import time
 import anyio
 import pytest
 
-from nexusflow import ModelRequest, ScriptedModel, Toolkit, ToolPolicy, TransientError, create_in_process_client, tool
+from nexusflow import ModelRequest, Toolkit, ToolPolicy, TransientError, create_in_process_client, tool
+from nexusflow.testing import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
