@@ -18,13 +18,11 @@ from ._digest import digest
 from ._retry import api_retrying, is_transient
 from ._runtime import PendingRun, pending_run
 from .errors import (
-    CliError,
     NexusflowError,
     PrefectApiError,
     ResumeError,
     SessionIdError,
     StorageError,
-    cli_command_required,
     describe,
     unwrap,
 )
@@ -44,9 +42,8 @@ from .messages import Answer, Message, RunResult, SystemMessage
 from .options import ClientOptions
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
-from .transports.acp.transport import AcpConfig, check_cwd
 from .transports.choice import Transport, agent_cli_transport
-from .transports.cli import CliConfig, CliStyle, CliStyles, resolve_style
+from .transports.cli import CliStyle, CliStyles
 from .transports.cli.process import MAX_OUTPUT
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -274,51 +271,18 @@ def create_cli_client(
     keywords. Every other keyword is a client option, as for ``create_in_process_client``.
     """
     fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
-    chosen = resolve_style(style, fields, model)
-    if not command:
-        raise cli_command_required()
-    if not isinstance(transport, Transport):
-        raise CliError(f"cli: transport must be a Transport member, got {transport!r}")
-    cli = CliConfig(
-        style=chosen,
-        command=command,
-        model=model,
+    factory = agent_cli_transport(
+        style,
+        command,
+        model,
+        transport=transport,
+        acp_command=acp_command,
         timeout=timeout,
-        env=env or {},
-        cwd=os.fspath(cwd) if cwd is not None else None,
+        env=env,
+        workspace=workspace,
+        cwd=cwd,
         repair_budget=repair_budget,
         max_output=max_output,
+        fields=fields,
     )
-    acp, why_not = _acp_config(chosen, command, acp_command, model, timeout, env, workspace, cwd, transport)
-    return Client(agent_cli_transport(transport, cli, acp, why_not), ClientOptions(model=model, **options))
-
-
-def _acp_config(
-    style: CliStyle,
-    command: str,
-    acp_command: str | None,
-    model: str | None,
-    timeout: float,
-    env: dict[str, str] | None,
-    workspace: str | os.PathLike[str] | None,
-    cwd: str | os.PathLike[str] | None,
-    transport: Transport,
-) -> tuple[AcpConfig | None, str]:
-    """The ACP launch for this client, or None and the reason there is none."""
-    if transport is Transport.CLI:
-        return None, "the client asked for the one-shot transport"
-    if style.acp is None:
-        return None, f'style "{style.name}" declares no ACP launch'
-    if style.acp.adapter and not acp_command:
-        return None, f'style "{style.name}" speaks ACP through an adapter: pass its path as acp_command'
-    root, where = check_cwd(workspace or cwd or os.getcwd(), cwd or workspace or os.getcwd())
-    config = AcpConfig(
-        style=style,
-        command=acp_command or command,
-        model=model,
-        timeout=timeout,
-        env=env or {},
-        workspace=root,
-        cwd=where,
-    )
-    return config, ""
+    return Client(factory, ClientOptions(model=model, **options))

@@ -4,15 +4,19 @@ opens its transport, and logged with its reason."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from enum import StrEnum
+from typing import Any
 
 from .._secrets import get_logger
-from ..errors import AcpError
-from .acp.transport import AcpConfig, AcpTransport
+from ..errors import AcpError, CliError, cli_command_required
+from .acp.transport import AcpConfig, AcpTransport, check_cwd
 from .base import Log, ModelTransport, TransportFactory
-from .cli.transport import CliConfig, CliTransport
+from .cli.process import MAX_OUTPUT
+from .cli.style import CliStyle, CliStyles
+from .cli.transport import CliConfig, CliTransport, resolve_style
 
 AUTO_HANDSHAKE_TIMEOUT = 20.0
 """How long AUTO waits for ``initialize`` before it settles for the one-shot transport."""
@@ -27,7 +31,74 @@ class Transport(StrEnum):
 logger = get_logger("nexusflow.transport")
 
 
-def agent_cli_transport(choice: Transport, cli: CliConfig, acp: AcpConfig | None, why_not: str) -> TransportFactory:
+def agent_cli_transport(
+    style: CliStyles | CliStyle,
+    command: str | None,
+    model: str | None = None,
+    *,
+    transport: Transport = Transport.AUTO,
+    acp_command: str | None = None,
+    timeout: float = 300.0,
+    env: dict[str, str] | None = None,
+    workspace: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    repair_budget: int = 2,
+    max_output: int = MAX_OUTPUT,
+    fields: dict[str, Any] | None = None,
+) -> TransportFactory:
+    """The transport factory of an agent CLI, checked before anything runs (the style
+    against the model, the command, the ACP launch); see ``create_cli_client``."""
+    chosen = resolve_style(style, fields or {}, model)
+    if not command:
+        raise cli_command_required()
+    if not isinstance(transport, Transport):
+        raise CliError(f"cli: transport must be a Transport member, got {transport!r}")
+    cli = CliConfig(
+        style=chosen,
+        command=command,
+        model=model,
+        timeout=timeout,
+        env=env or {},
+        cwd=os.fspath(cwd) if cwd is not None else None,
+        repair_budget=repair_budget,
+        max_output=max_output,
+    )
+    acp, why_not = _acp_config(chosen, command, acp_command, model, timeout, env, workspace, cwd, transport)
+    return _choose(transport, cli, acp, why_not)
+
+
+def _acp_config(
+    style: CliStyle,
+    command: str,
+    acp_command: str | None,
+    model: str | None,
+    timeout: float,
+    env: dict[str, str] | None,
+    workspace: str | os.PathLike[str] | None,
+    cwd: str | os.PathLike[str] | None,
+    transport: Transport,
+) -> tuple[AcpConfig | None, str]:
+    """The ACP launch for this client, or None and the reason there is none."""
+    if transport is Transport.CLI:
+        return None, "the client asked for the one-shot transport"
+    if style.acp is None:
+        return None, f'style "{style.name}" declares no ACP launch'
+    if style.acp.adapter and not acp_command:
+        return None, f'style "{style.name}" speaks ACP through an adapter: pass its path as acp_command'
+    root, where = check_cwd(workspace or cwd or os.getcwd(), cwd or workspace or os.getcwd())
+    config = AcpConfig(
+        style=style,
+        command=acp_command or command,
+        model=model,
+        timeout=timeout,
+        env=env or {},
+        workspace=root,
+        cwd=where,
+    )
+    return config, ""
+
+
+def _choose(choice: Transport, cli: CliConfig, acp: AcpConfig | None, why_not: str) -> TransportFactory:
     """``acp`` is None when ACP cannot be used, and ``why_not`` says why."""
 
     @asynccontextmanager
