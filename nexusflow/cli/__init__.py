@@ -1,0 +1,98 @@
+"""The ``nexusflow`` command: the answer on stdout, progress on stderr; exit status 0 when the
+run completed, 1 when it failed, 2 for a usage error, 3 while it waits for an answer.
+
+This module only declares the commands: each one's module (and with it Prefect) is imported
+when that command runs, so ``nexusflow --help`` answers at once."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from cyclopts import App, CycloptsError, Parameter
+
+from ..errors import NexusflowError
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_PENDING = 3
+
+
+class UsageError(NexusflowError):
+    """A command line that cannot run as given: exit status 2, one line."""
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("nexusflow")
+
+
+app = App(
+    name="nexusflow",
+    help=__doc__.split("\n\n")[0] if __doc__ else None,
+    version=_version,
+    # No --no-X / --empty-X twins: every flag means what it names.
+    default_parameter=Parameter(negative=()),
+)
+_COMMANDS = "nexusflow.cli.commands"
+# The help given here is what ``nexusflow --help`` lists without importing the command;
+# ``nexusflow COMMAND --help`` describes its flags from the command's docstring.
+app.command(f"{_COMMANDS}:run", help="Run an agent on a prompt, or answer a pending run.")
+app.command(f"{_COMMANDS}:demo", help="A multi-step tool-calling run on the scripted model.")
+app.command(f"{_COMMANDS}:answer", help="Answer a paused or suspended run (PrefectPause, DeploymentSuspension).")
+styles = App(name="styles", help="The built-in CLI styles.")
+styles.command(f"{_COMMANDS}:styles_list", name="list", help="Each style, its transports and verified versions.")
+styles.command(
+    f"{_COMMANDS}:styles_verify",
+    name="verify",
+    help="Check your installed CLI against its style, on a scripted model server (no tokens spent).",
+)
+app.command(styles)
+
+
+@app.default
+def _no_command() -> None:
+    raise UsageError("a COMMAND is needed: run, demo, answer, styles or mcp-bridge (see nexusflow --help)")
+
+
+@styles.default
+def _no_styles_command() -> None:
+    raise UsageError("styles needs a COMMAND: list or verify")
+
+
+@app.command(name="mcp-bridge")
+async def mcp_bridge(url: str, /) -> None:
+    """Relay MCP over stdio to a served toolkit over HTTP (started by ACP agents).
+
+    Declared here, not with the other commands: agents start it once per session, and it
+    needs no Prefect.
+
+    Parameters
+    ----------
+    url
+        The served toolkit's MCP endpoint (the bearer token comes in the environment).
+    """
+    from ..transports.acp.bridge import bridge
+
+    await bridge(url)
+
+
+def _one_line(error: CycloptsError) -> str:
+    """Cyclopts renders a parse error as a panel; the command prints it as one line."""
+    return " ".join(str(error).split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        status = app(argv, print_error=False, exit_on_error=False, result_action="return_value")
+    except CycloptsError as exc:
+        print(f"nexusflow: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"nexusflow: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except NexusflowError as exc:
+        print(f"nexusflow: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return status if isinstance(status, int) else 0
