@@ -41,6 +41,8 @@ from .messages import (
 from .options import ClientOptions
 from .policies import ToolPolicy, TransientError
 from .suspension import Suspended, Suspension, current_answer, suspend
+from .task_config import StepOptions, TaskConfig
+from .tasks.keys import POSITIONAL_KEY, PositionalKey
 from .toolkit import FunctionTool, Tool, Toolkit, tool
 from .transports.choice import Transport
 from .transports.cli import UNVERIFIED, AcpLaunch, CliStyle, CliStyles, load_cli_style
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from .testing import follow_prompt as follow_prompt
 
 __all__ = [
+    "POSITIONAL_KEY",
     "UNVERIFIED",
     "AcpError",
     "AcpLaunch",
@@ -77,6 +80,7 @@ __all__ = [
     "ModelRequest",
     "NexusflowError",
     "Polling",
+    "PositionalKey",
     "PrefectPause",
     "Request",
     "ResumeError",
@@ -84,10 +88,12 @@ __all__ = [
     "RunMetrics",
     "RunResult",
     "SessionIdError",
+    "StepOptions",
     "StreamEvent",
     "Suspended",
     "Suspension",
     "SystemMessage",
+    "TaskConfig",
     "TextChunk",
     "ThoughtChunk",
     "Tool",

@@ -11,6 +11,7 @@ from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
 from .memory import ConversationStore
 from .messages import Answer, Request
 from .policies import ToolPolicy
+from .task_config import TaskConfig
 
 WaitFor = Callable[[Request], Awaitable[Answer]]
 """Resolves a suspended call's request: see ``nexusflow.waits`` for the built-in ones."""
@@ -31,3 +32,4 @@ class ClientOptions(BaseModel):
     wait_for: WaitFor | None = None
     policies: dict[str, ToolPolicy] = Field(default_factory=dict)
     conversation_store: ConversationStore | None = None
+    task_config: TaskConfig = Field(default_factory=TaskConfig)

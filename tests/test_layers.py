@@ -32,6 +32,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "nexusflow.events",
             "nexusflow._env",
             "nexusflow._imports",
+            "nexusflow.task_config",
         ),
     ),
     (1, ("nexusflow.messages", "nexusflow.errors")),

@@ -35,6 +35,7 @@ from ..messages import (
     UserMessage,
 )
 from ..suspension import Suspended, outcome_text
+from ..task_config import StepOptions, TaskConfig
 from ..tasks import (
     ToolRecord,
     ToolRuntime,
@@ -49,6 +50,7 @@ from ..tasks import (
     tool_call,
     wait,
 )
+from ..tasks.keys import step_key
 from ..transports import SessionTransport
 from .loop import LoopState, drive, opening_messages
 
@@ -91,7 +93,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     tools = ToolRuntime(
         toolkit=toolkit, policies=options.policies, before_tool=options.before_tool, after_tool=options.after_tool
     )
-    steps = _Steps(session_id, await step_storage(), tools)
+    steps = _Steps(session_id, await step_storage(), tools, options.task_config)
 
     def result(status: Literal["completed", "pending", "failed"], **fields: Any) -> RunResult:
         return RunResult(
@@ -126,10 +128,12 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         return await settle(step, index, tool, record, replayed)
 
     async def remember(kind: str, inputs: dict[str, object], produce: Callable[[], Awaitable[str]]) -> tuple[str, bool]:
-        state = await _with_storage(remembered, steps.storage)(
-            session_id, kind, inputs, quote(produce), return_state=True
-        )  # type: ignore[misc]
-        return str(await state.aresult()), state.name == "Cached"
+        key = step_key(session_id, 0, kind, 0, inputs)
+        task = steps.configured(remembered, options.task_config.wait)
+        state = await task(session_id, kind, key, quote(produce), return_state=True)
+        value, replayed = str(await state.aresult()), state.name == "Cached"
+        check_stored(kind, key, replayed)
+        return value, replayed
 
     try:
         async with session_lease(session_id, run_id):
@@ -187,17 +191,18 @@ class _Steps:
     turn follows the previous turn and hashes only the messages that are new since then; a
     tool call, a suspension and a wait follow the turn that asked for them."""
 
-    def __init__(self, session_id: str, storage: WritableFileSystem, tools: ToolRuntime) -> None:
+    def __init__(self, session_id: str, storage: WritableFileSystem, tools: ToolRuntime, config: TaskConfig) -> None:
         self.session_id = session_id
         self.storage = storage
+        self.config = config
         self.tools = tools
         self.model: TurnRuntime | None = None
         self.upstream = ""
         self.known = 0
         self.turn_key = ""
 
-    def _configured(self, task: Any) -> Any:
-        return _with_storage(task, self.storage)
+    def configured(self, task: Any, options: StepOptions) -> Any:
+        return _configured(task, self.storage, options)
 
     async def turn(self, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
         new = [message.model_dump(mode="json", exclude_none=True) for message in request.messages[self.known :]]
@@ -205,7 +210,7 @@ class _Steps:
         key = chained_key(self.session_id, step, "turn", 0, self.upstream, {"new": new, "settings": settings})
         forget(key)
         self.turn_key = key  # calls an ACP agent makes during the turn follow it
-        task = self._configured(model_turn)
+        task = self.configured(model_turn, self.config.turn)
         assert self.model is not None, "the transport is open before the first turn"
         state = await task(self.session_id, step, key, quote(request), quote(self.model), return_state=True)
         record, replayed = TurnRecord.model_validate(await state.aresult()), state.name == "Cached"
@@ -223,7 +228,7 @@ class _Steps:
     ) -> tuple[ToolRecord, bool]:
         key = self.tool_key(step, index, call, answer)
         forget(key)
-        task = self._configured(tool_call)
+        task = self.configured(tool_call, self.config.tool)
         state = await task(self.session_id, step, index, key, quote(call), quote(self.tools), answer, return_state=True)
         record, replayed = ToolRecord.model_validate(await state.aresult()), state.name == "Cached"
         check_stored(f"tool-{step}-{call.name}", key, replayed)
@@ -235,7 +240,8 @@ class _Steps:
     async def suspension(self, step: int, index: int, request: Request) -> None:
         key = self.asked_key("suspend", step, index, request)
         forget(key)
-        state = await self._configured(suspension)(self.session_id, step, index, key, request, return_state=True)
+        task = self.configured(suspension, self.config.wait)
+        state = await task(self.session_id, step, index, key, request, return_state=True)
         await state.aresult()
         check_stored(f"suspend-{step}-{request.tool}", key, state.name == "Cached")
 
@@ -248,21 +254,21 @@ class _Steps:
     ) -> Answer:
         key = self.asked_key("wait", step, index, request)
         forget(key)
-        task = self._configured(wait)
+        task = self.configured(wait, self.config.wait)
         state = await task(self.session_id, step, index, key, request, quote(resolve), return_state=True)
         answer = Answer.model_validate(await state.aresult())
         check_stored(f"wait-{step}-{request.tool}", key, state.name == "Cached")
         return answer
 
 
-_configured_tasks: dict[tuple[int, int], Any] = {}
+_configured_tasks: dict[tuple[int, int, int], Any] = {}
 
 
-def _with_storage(task: Any, storage: Any) -> Any:
-    """The task writing to ``storage``; configured once per process and storage."""
-    key = (id(task), id(storage))
+def _configured(task: Any, storage: WritableFileSystem, options: StepOptions) -> Any:
+    """The task with its kind's options, made once per process, storage and options."""
+    key = (id(task), id(storage), id(options))
     if key not in _configured_tasks:
-        _configured_tasks[key] = task.with_options(result_storage=storage)
+        _configured_tasks[key] = task.with_options(**options.task_options(storage))
     return _configured_tasks[key]
 
 

@@ -9,8 +9,10 @@ turn 2: each turn hashes only what is new since the previous one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
 
 from .._digest import digest
@@ -25,6 +27,16 @@ def chained_key(session_id: str, step: int, kind: str, call: int, upstream: str,
     return step_key(session_id, step, kind, call, {"upstream": upstream, "inputs": inputs})
 
 
-def given_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    """Steps are keyed by the flow, which knows what came before them: see ``chained_key``."""
-    return str(parameters["key"])
+@dataclass
+class PositionalKey(CachePolicy):
+    """The cache policy of every nexusflow step: the key the flow computed and passed as
+    the step's ``key`` parameter (it knows what came before the step: see ``chained_key``).
+    Prefect's input hashing would walk the transcript and cannot hash live objects."""
+
+    def compute_key(
+        self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
+    ) -> str:
+        return str(inputs["key"])
+
+
+POSITIONAL_KEY = PositionalKey()

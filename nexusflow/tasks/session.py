@@ -4,17 +4,11 @@ persisted under the run's session like every step."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from prefect import task
-from prefect.context import TaskRunContext
 
-from .keys import step_key
+from .keys import POSITIONAL_KEY
 from .stored import note_unstored
-
-
-def _session_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    return step_key(parameters["session_id"], 0, parameters["kind"], 0, parameters["inputs"])
 
 
 @task(
@@ -22,9 +16,9 @@ def _session_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     task_run_name="{kind}",
     persist_result=True,
     result_serializer="json",
-    cache_key_fn=_session_key,
+    cache_policy=POSITIONAL_KEY,
 )
-async def remembered(session_id: str, kind: str, inputs: dict[str, Any], produce: Callable[[], Awaitable[str]]) -> str:
+async def remembered(session_id: str, kind: str, key: str, produce: Callable[[], Awaitable[str]]) -> str:
     return await produce()
 
 

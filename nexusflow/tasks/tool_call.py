@@ -20,7 +20,7 @@ from ..messages import Answer, Request, ToolCall, ToolResult
 from ..policies import ToolPolicy, concurrency_limit_name, policy_for
 from ..suspension import Suspension, answer_var
 from ..toolkit import Toolkit
-from .keys import given_key
+from .keys import POSITIONAL_KEY
 from .stored import note_unstored
 
 
@@ -118,7 +118,7 @@ async def execute_tool(call: ToolCall, runtime: ToolRuntime, answer: Answer | No
     task_run_name="tool-{step}-{call.name}",
     persist_result=True,
     result_serializer="json",
-    cache_key_fn=given_key,
+    cache_policy=POSITIONAL_KEY,
 )
 async def tool_call(
     session_id: str, step: int, index: int, key: str, call: ToolCall, runtime: ToolRuntime, answer: Answer | None = None

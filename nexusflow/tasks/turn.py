@@ -17,7 +17,7 @@ from ..events import Emit
 from ..hooks import AfterLlm, BeforeLlm, call_hook, hook_returned
 from ..messages import ModelReply, ModelRequest, ToolCall
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
-from .keys import given_key
+from .keys import POSITIONAL_KEY
 from .stored import note_unstored
 from .tool_call import ToolRecord
 
@@ -87,7 +87,7 @@ def _served_calls(runtime: TurnRuntime, step: int) -> CallTool | None:
     task_run_name="turn-{step}",
     persist_result=True,
     result_serializer="json",
-    cache_key_fn=given_key,
+    cache_policy=POSITIONAL_KEY,
 )
 async def model_turn(session_id: str, step: int, key: str, request: ModelRequest, runtime: TurnRuntime) -> TurnRecord:
     scope = TurnScope(step=step, call_tool=_served_calls(runtime, step), emit=runtime.emit)

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from prefect import task
 
 from ..messages import Answer, Request
-from .keys import given_key
+from .keys import POSITIONAL_KEY
 from .stored import note_unstored
 
 
@@ -17,7 +17,7 @@ from .stored import note_unstored
     task_run_name="suspend-{step}-{request.tool}",
     persist_result=True,
     result_serializer="json",
-    cache_key_fn=given_key,
+    cache_policy=POSITIONAL_KEY,
 )
 async def suspension(session_id: str, step: int, index: int, key: str, request: Request) -> Request:
     """Records what was asked; its task run is where a person sees the request."""
@@ -29,7 +29,7 @@ async def suspension(session_id: str, step: int, index: int, key: str, request: 
     task_run_name="wait-{step}-{request.tool}",
     persist_result=True,
     result_serializer="json",
-    cache_key_fn=given_key,
+    cache_policy=POSITIONAL_KEY,
 )
 async def wait(
     session_id: str, step: int, index: int, key: str, request: Request, resolve: Callable[[Request], Awaitable[Answer]]
