@@ -1,56 +1,128 @@
 """nexusflow: agent CLIs as tool-calling models, every agent run a Prefect flow."""
 
 import warnings
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .client import Client, create_cli_client, create_in_process_client
-from .errors import (
-    AcpError,
-    CliError,
-    HookError,
-    MaxTurnsExceeded,
-    McpServerError,
-    MissingVariableError,
-    ModelError,
-    NexusflowError,
-    ResumeError,
-    SessionIdError,
-    ToolkitError,
-)
-from .events import RunFinished, StreamEvent, TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
-from .flows import agent_run
-from .memory import ConversationStore, LocalConversationStore
-from .messages import (
-    Answer,
-    AssistantMessage,
-    Message,
-    ModelReply,
-    ModelRequest,
-    Request,
-    RunMetrics,
-    RunResult,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    ToolResult,
-    ToolSpec,
-    TurnStats,
-    Usage,
-    UserMessage,
-)
-from .options import ClientOptions
-from .policies import ToolPolicy, TransientError
-from .suspension import Suspended, Suspension, current_answer, suspend
-from .task_config import StepOptions, TaskConfig
-from .tasks.keys import POSITIONAL_KEY, PositionalKey
-from .toolkit import FunctionTool, Tool, Toolkit, tool
-from .transports.choice import Transport
-from .transports.cli import UNVERIFIED, AcpLaunch, CliStyle, CliStyles, load_cli_style
-from .waits import AnswerForm, DeploymentSuspension, EventWait, Polling, PrefectPause, answer_flow_run
-
 if TYPE_CHECKING:
+    from .client import Client, create_cli_client, create_in_process_client
+    from .errors import (
+        AcpError,
+        CliError,
+        HookError,
+        MaxTurnsExceeded,
+        McpServerError,
+        MissingVariableError,
+        ModelError,
+        NexusflowError,
+        ResumeError,
+        SessionIdError,
+        ToolkitError,
+    )
+    from .events import RunFinished, StreamEvent, TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
+    from .flows import agent_run
+    from .memory import ConversationStore, LocalConversationStore
+    from .messages import (
+        Answer,
+        AssistantMessage,
+        Message,
+        ModelReply,
+        ModelRequest,
+        Request,
+        RunMetrics,
+        RunResult,
+        SystemMessage,
+        ToolCall,
+        ToolMessage,
+        ToolResult,
+        ToolSpec,
+        TurnStats,
+        Usage,
+        UserMessage,
+    )
+    from .options import ClientOptions
+    from .policies import ToolPolicy, TransientError
+    from .suspension import Suspended, Suspension, current_answer, suspend
+    from .task_config import StepOptions, TaskConfig
+    from .tasks.keys import POSITIONAL_KEY, PositionalKey
     from .testing import ScriptedModel as ScriptedModel
     from .testing import follow_prompt as follow_prompt
+    from .toolkit import FunctionTool, Tool, Toolkit, tool
+    from .transports.choice import Transport
+    from .transports.cli import UNVERIFIED, AcpLaunch, CliStyle, CliStyles, load_cli_style
+    from .waits import AnswerForm, DeploymentSuspension, EventWait, Polling, PrefectPause, answer_flow_run
+
+_WHERE: dict[str, str] = {
+    "AcpError": "errors",
+    "AcpLaunch": "transports.cli",
+    "Answer": "messages",
+    "AnswerForm": "waits",
+    "AssistantMessage": "messages",
+    "CliError": "errors",
+    "CliStyle": "transports.cli",
+    "CliStyles": "transports.cli",
+    "Client": "client",
+    "ClientOptions": "options",
+    "ConversationStore": "memory",
+    "DeploymentSuspension": "waits",
+    "EventWait": "waits",
+    "FunctionTool": "toolkit",
+    "HookError": "errors",
+    "LocalConversationStore": "memory",
+    "MaxTurnsExceeded": "errors",
+    "McpServerError": "errors",
+    "Message": "messages",
+    "MissingVariableError": "errors",
+    "ModelError": "errors",
+    "ModelReply": "messages",
+    "ModelRequest": "messages",
+    "NexusflowError": "errors",
+    "POSITIONAL_KEY": "tasks.keys",
+    "Polling": "waits",
+    "PositionalKey": "tasks.keys",
+    "PrefectPause": "waits",
+    "Request": "messages",
+    "ResumeError": "errors",
+    "RunFinished": "events",
+    "RunMetrics": "messages",
+    "RunResult": "messages",
+    "SessionIdError": "errors",
+    "StepOptions": "task_config",
+    "StreamEvent": "events",
+    "Suspended": "suspension",
+    "Suspension": "suspension",
+    "SystemMessage": "messages",
+    "TaskConfig": "task_config",
+    "TextChunk": "events",
+    "ThoughtChunk": "events",
+    "Tool": "toolkit",
+    "ToolCall": "messages",
+    "ToolCallFinished": "events",
+    "ToolCallStarted": "events",
+    "ToolMessage": "messages",
+    "ToolPolicy": "policies",
+    "ToolResult": "messages",
+    "ToolSpec": "messages",
+    "Toolkit": "toolkit",
+    "ToolkitError": "errors",
+    "TransientError": "policies",
+    "Transport": "transports.choice",
+    "TurnStats": "messages",
+    "UNVERIFIED": "transports.cli",
+    "Usage": "messages",
+    "UserMessage": "messages",
+    "agent_run": "flows",
+    "answer_flow_run": "waits",
+    "create_cli_client": "client",
+    "create_in_process_client": "client",
+    "current_answer": "suspension",
+    "load_cli_style": "transports.cli",
+    "suspend": "suspension",
+    "tool": "toolkit",
+}
+"""Where each public name lives: loaded on first use, so that importing nexusflow (and
+`nexusflow --help`) does not import Prefect."""
+
 
 __all__ = [
     "POSITIONAL_KEY",
@@ -135,4 +207,8 @@ def __getattr__(name: str) -> Any:
         from . import testing
 
         return getattr(testing, name)
+    if name in _WHERE:
+        value = getattr(import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

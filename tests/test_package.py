@@ -110,3 +110,18 @@ def test_the_wheel_ships_py_typed(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "nexusflow/py.typed" in names
     assert "nexusflow/testing/server/core.py" in names
+
+
+def test_importing_nexusflow_does_not_import_prefect():
+    """The command's --help and a user's import stay fast: public names load on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nexusflow\n"
+        "assert 'prefect' not in sys.modules, 'prefect was imported'\n"
+        "missing = [name for name in nexusflow.__all__ if getattr(nexusflow, name, None) is None]\n"
+        "assert not missing, missing\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
