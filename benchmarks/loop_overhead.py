@@ -69,21 +69,21 @@ async def with_prefect(turns: int, toolkit: Toolkit) -> float:
     return elapsed
 
 
-async def main(turns: int, repeats: int, settle: float) -> None:
+async def main(turns: int, repeats: int, idle: float) -> None:
     async with await Toolkit.load(tools=[noop]) as toolkit:
         await with_prefect(2, toolkit)
         single, runs = [], []
         for _ in range(repeats):
-            await anyio.sleep(settle)
+            await anyio.sleep(idle)
             single.append(await with_prefect(1, toolkit))
-            await anyio.sleep(settle)
+            await anyio.sleep(idle)
             runs.append(await with_prefect(turns, toolkit))
         plain_runs = [await plain(turns, toolkit) for _ in range(repeats)]
     plain_ms = statistics.median(plain_runs) / turns * 1000
     run_ms = statistics.median(runs) * 1000
     fixed_ms = statistics.median(single) * 1000
     marginal_ms = (run_ms - fixed_ms) / (turns - 1)
-    print(f"{turns} turns per run ({turns - 1} tool calls); median of {repeats}; server idle {settle:.0f} s first")
+    print(f"{turns} turns per run ({turns - 1} tool calls); median of {repeats}; server idle {idle:.0f} s first")
     print(f"plain Python loop          : {plain_ms:9.3f} ms/turn")
     print(f"agent_run, whole run       : {run_ms / turns:9.3f} ms/turn  ({run_ms:.0f} ms per run)")
     print(f"agent_run, a 1-turn run    : {fixed_ms:9.3f} ms  (flow start, end, transcript artifact)")
@@ -97,7 +97,7 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--settle", type=float, default=5.0, help="seconds to let the server record the previous run before the next"
+        "--idle", type=float, default=5.0, help="seconds to let the server record the previous run before the next"
     )
     options = parser.parse_args()
-    anyio.run(main, options.turns, options.repeats, options.settle)
+    anyio.run(main, options.turns, options.repeats, options.idle)

@@ -75,7 +75,7 @@ class AcpConfig(BaseModel):
     cwd: str
     handshake_timeout: float = Field(default=60.0, gt=0)
     cancel_grace: float = Field(default=5.0, ge=0)
-    settle: float = Field(
+    quiet_period: float = Field(
         default=0.02,
         ge=0,
         description="Updates that follow a prompt's response still count until the agent has been quiet this long"
@@ -515,16 +515,16 @@ class AcpTransport:
             if isinstance(error, AcpError) and not isinstance(error, RemoteError):
                 raise AcpError(f"acp: the agent exited during the turn{await self._exit_detail()}") from error
             raise error if isinstance(error, AcpError) else AcpError(f"acp: session/prompt failed: {describe(error)}")
-        await self._settle()
+        await self._await_quiet()
         self._turn = None
         return self._reply(turn, outcome.get("reply"))
 
-    async def _settle(self) -> None:
+    async def _await_quiet(self) -> None:
         """Let updates the agent sent just after its response join the turn."""
-        deadline = time.monotonic() + 10 * self.config.settle
+        deadline = time.monotonic() + 10 * self.config.quiet_period
         while time.monotonic() < deadline:
             seen = len(self.updates)
-            await anyio.sleep(self.config.settle)
+            await anyio.sleep(self.config.quiet_period)
             if len(self.updates) == seen:
                 return
 
