@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 
 import anyio
 from prefect._internal.compatibility.async_dispatch import async_dispatch
+from prefect._internal.result_records import ResultRecord
 from prefect.exceptions import ObjectAlreadyExists
 from prefect.filesystems import LocalFileSystem, WritableFileSystem
-from prefect.results import ResultRecord, aget_default_result_storage
+from prefect.results import aget_default_result_storage
 from pydantic import BaseModel
 
 from ._secrets import get_logger
@@ -66,7 +67,7 @@ class AtomicLocalFileSystem(LocalFileSystem):
         return str(target)
 
     @async_dispatch(awrite_path)
-    def write_path(self, path: str, content: bytes) -> str:
+    def write_path(self, path: str, content: bytes) -> str:  # type: ignore[override]
         target = self._resolve_path(path)
         try:
             _write_atomically(target, content)
@@ -79,8 +80,9 @@ class AtomicLocalFileSystem(LocalFileSystem):
         return _checked(path, await super().aread_path(path))
 
     @async_dispatch(aread_path)
-    def read_path(self, path: str) -> bytes:
-        return _checked(path, super().read_path(path, _sync=True))  # type: ignore[call-arg]
+    def read_path(self, path: str) -> bytes:  # type: ignore[override]
+        content: bytes = super().read_path(path, _sync=True)  # type: ignore[call-arg, assignment]
+        return _checked(path, content)
 
 
 def _checked(path: str, content: bytes) -> bytes:

@@ -167,7 +167,7 @@ class Client:
                 with attempt:
                     result = await self._attempt(record, session_id, pending, subflow)
                     if result.status == "failed" and (result.error or "").startswith("prefect: "):
-                        raise PrefectApiError(Exception(result.error.removeprefix("prefect: ")))
+                        raise PrefectApiError(Exception((result.error or "").removeprefix("prefect: ")))
         except StorageError as exc:
             return RunResult(status="failed", error=describe(exc), session_id=session_id)
         except Exception as exc:

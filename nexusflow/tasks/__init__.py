@@ -1,6 +1,7 @@
 """Prefect tasks: a model turn and a tool call, each keyed by its position in the run."""
 
-from .keys import chained_key, digest
+from .._digest import digest
+from .keys import chained_key
 from .session import remembered
 from .stored import check_stored, forget
 from .tool_call import ToolRecord, ToolRuntime, execute_tool, tool_call

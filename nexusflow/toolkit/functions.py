@@ -72,7 +72,7 @@ class FunctionTool:
         schema = self._arguments.model_json_schema()
         schema.pop("title", None)
         self.spec = ToolSpec(function=FunctionSpec(name=self.name, description=self.description, parameters=schema))
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     def _arguments_model(self, fn: Callable[..., Any], param_docs: dict[str, str]) -> type[BaseModel]:
         try:

@@ -117,7 +117,7 @@ def capability(capabilities: Any, *path: str) -> bool:
 
 def _text_of(content: Any) -> str:
     if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
-        return content["text"]
+        return str(content["text"])
     return ""
 
 
@@ -332,7 +332,8 @@ class AcpTransport:
 
     async def _call_served(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         turn = self._turn
-        if turn is None or turn.scope.call_tool is None:
+        call_tool = turn.scope.call_tool if turn is not None else None
+        if turn is None or call_tool is None:
             return ToolResult(content=f'error: tool "{name}" was called outside a turn', is_error=True)
         scope = turn.scope
         index, call_id = turn.position(name, arguments)
@@ -341,7 +342,7 @@ class AcpTransport:
             scope.emit(ToolCallStarted(step=scope.step, call=call))
         started = time.perf_counter()
         try:
-            outcome = await scope.call_tool(index, call)
+            outcome = await call_tool(index, call)
         except Suspended as exc:
             # No wait_for: the run must end pending, so this turn ends here; the resumed run
             # reopens the agent's session and finds this call answered.
