@@ -1,5 +1,5 @@
 """Style files, one JSON document per agent CLI, shipped in the wheel.
 
-The one-shot CLI transport reads them; see ``../shared/notes/clis.md`` for the facts
-each style encodes.
+The one-shot CLI transport reads them; each names the CLI version it was verified against
+(``nexusflow styles list``), and ``nexusflow styles verify`` checks an installed CLI.
 """
