@@ -201,6 +201,7 @@ class Agent:
         result = await self.request(
             "session/request_permission", {"sessionId": session, "toolCall": tool_call, "options": options}
         )
+        log("permission_response", result=result)
         return result.get("outcome")
 
     def server(self, session: str) -> dict[str, Any]:

@@ -10,9 +10,11 @@ another server's tool can never pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .connection import as_object
+from .served import ServedToolkit
 
 CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
 
@@ -66,3 +68,29 @@ def choose(options: Any, allow: bool) -> dict[str, Any]:
             if isinstance(option, dict) and option.get("kind") == kind and isinstance(option.get("optionId"), str):
                 return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
     return CANCELLED
+
+
+class Permissions:
+    """Answers the agent's permission requests for the session: nothing while a turn is
+    being cancelled or the transport closes."""
+
+    def __init__(self, announced: dict[str, dict[str, Any]], log: Callable[[str], None]) -> None:
+        self.announced = announced
+        self.served: ServedToolkit | None = None
+        self.cancelling = False
+        self._log = log
+
+    def decide(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.cancelling:
+            return CANCELLED
+        tool_call = as_object(params.get("toolCall"))
+        call_id = tool_call.get("toolCallId")
+        announced = self.announced.get(call_id, {}) if isinstance(call_id, str) else {}
+        served = self.served
+        tool = None
+        if served is not None:
+            tool = identify(tool_call, served.name, served.tools) or identify(announced, served.name, served.tools)
+        outcome = choose(params.get("options"), allow=tool is not None)
+        verdict = f"allowed ({tool})" if tool else "rejected"
+        self._log(f"acp: permission for {tool_call.get('title') or call_id}: {verdict}")
+        return outcome

@@ -1,0 +1,53 @@
+"""What ``initialize`` sends and how its answer is read: the protocol version and the
+agent's capabilities."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...errors import AcpError
+
+PROTOCOL_VERSION = 1
+CLIENT_CAPABILITIES: dict[str, Any] = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+"""Honest: nexusflow serves no file system and no terminal to the agent, so it claims none."""
+
+
+def initialize_params() -> dict[str, Any]:
+    return {
+        "protocolVersion": PROTOCOL_VERSION,
+        "clientCapabilities": CLIENT_CAPABILITIES,
+        "clientInfo": {"name": "nexusflow", "version": _version()},
+    }
+
+
+def check_protocol_version(reply: Any) -> dict[str, Any]:
+    """Only the JSON integer 1 is agreement; a string, a boolean, 1.5 or 2 is not."""
+    if not isinstance(reply, dict):
+        raise AcpError(f"acp: initialize answered {type(reply).__name__}, not an object")
+    version = reply.get("protocolVersion")
+    if type(version) is not int or version != PROTOCOL_VERSION:
+        raise AcpError(
+            f"acp: the agent answered protocolVersion {json.dumps(version)}; nexusflow speaks {PROTOCOL_VERSION}"
+        )
+    return reply
+
+
+def capability(capabilities: Any, *path: str) -> bool:
+    """An absent capability is false, and so is anything but JSON true or an object (the
+    spec declares some capabilities, such as ``sessionCapabilities.resume``, as objects)."""
+    value = capabilities
+    for key in path:
+        if not isinstance(value, dict):
+            return False
+        value = value.get(key)
+    return value is True or isinstance(value, dict)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nexusflow")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,90 @@
+"""The agent's process: spawned in its own process group with only the environment it is
+given, its stderr logged (bounded), how it ended told in errors, and the group killed at the end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import Process
+
+from ..._env import expand_all
+from ...errors import AcpError
+from ..cli.process import kill_group
+
+if TYPE_CHECKING:
+    from .config import AcpConfig
+    from .connection import Connection
+
+BASE_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "TZ", "SHELL")
+"""The parent's variables an agent gets; everything else must be given explicitly."""
+
+_STDERR_LOG_LINES = 500
+
+
+class AgentProcess:
+    def __init__(self, config: AcpConfig, log: Callable[[str], None]) -> None:
+        self.config = config
+        self.process: Process | None = None
+        self._log = log
+        self._stderr_lines = 0
+
+    def environment(self) -> dict[str, str]:
+        launch = self.config.style.acp
+        base = {key: os.environ[key] for key in BASE_ENVIRONMENT if key in os.environ}
+        return {**base, **expand_all(launch.env if launch else {}), **expand_all(self.config.env)}
+
+    async def spawn(self) -> Process:
+        launch = self.config.style.acp
+        argv = [self.config.command, *(launch.args if launch else [])]
+        try:
+            self.process = await anyio.open_process(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.environment(),
+                cwd=self.config.cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise AcpError(f"acp: command not found: {self.config.command}") from exc
+        except PermissionError as exc:
+            raise AcpError(f"acp: cannot run {self.config.command}: permission denied") from exc
+        return self.process
+
+    def on_stderr(self, line: str) -> None:
+        self._stderr_lines += 1
+        if self._stderr_lines <= _STDERR_LOG_LINES:
+            self._log(f"agent stderr: {line}")
+        elif self._stderr_lines == _STDERR_LOG_LINES + 1:
+            self._log(f"agent stderr: more than {_STDERR_LOG_LINES} lines; the rest are not logged")
+
+    async def exit_detail(self, connection: Connection | None) -> str:
+        """How the agent ended, once it has: its exit status and the end of its stderr."""
+        if self.process is not None:
+            with anyio.move_on_after(2):
+                await self.process.wait()
+        code = self.process.returncode if self.process is not None else None
+        said = connection.stderr_text() if connection is not None else ""
+        detail = f" (exit {code})" if code is not None else ""
+        return f"{detail}: {said}" if said else detail
+
+    def kill(self) -> None:
+        if self.process is not None:
+            kill_group(self.process.pid)
+
+    async def stop(self) -> None:
+        process = self.process
+        if process is None:
+            return
+        with anyio.CancelScope(shield=True):
+            if process.stdin is not None:
+                await process.stdin.aclose()
+            with anyio.move_on_after(1):
+                await process.wait()
+            kill_group(process.pid)
+            await process.aclose()

@@ -1,0 +1,242 @@
+"""One model turn: one ``session/prompt``, bounded by the timeout (then ``session/cancel``,
+a grace period and the process group killed), held open a quiet period for late updates,
+and the served tool calls made during it, counted and turned into steps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ...errors import AcpError, acp_timed_out, describe
+from ...events import ToolCallFinished, ToolCallStarted
+from ...messages import (
+    AssistantMessage,
+    Message,
+    ModelReply,
+    ModelRequest,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    TurnStats,
+    Usage,
+    UserMessage,
+)
+from ...suspension import Suspended
+from ..base import TurnScope
+from .connection import Connection, RemoteError, as_object
+
+if TYPE_CHECKING:
+    from .config import AcpConfig
+    from .permissions import Permissions
+    from .process import AgentProcess
+    from .session import Session
+
+logger = logging.getLogger("nexusflow.acp")
+
+KNOWN_STOP_REASONS = {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"}
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
+        return str(content["text"])
+    return ""
+
+
+def prompt_text(messages: list[Message], whole: bool) -> str:
+    """What the agent has not seen yet: everything for a fresh session, else what follows
+    the last assistant message."""
+    if not whole:
+        last = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
+        messages = messages[last + 1 :]
+    parts: list[str] = []
+    for message in messages:
+        if isinstance(message, SystemMessage | UserMessage):
+            parts.append(message.content)
+        elif isinstance(message, AssistantMessage) and message.content:
+            parts.append(f"(your earlier answer) {message.content}")
+        elif isinstance(message, ToolMessage):
+            parts.append(f"(tool result {message.tool_call_id}) {message.content}")
+    return "\n\n".join(parts)
+
+
+@dataclass
+class Turn:
+    scope: TurnScope
+    text: list[str] = field(default_factory=list)
+    steps: list[Message] = field(default_factory=list)
+    stats: TurnStats = field(default_factory=TurnStats)
+    seen: dict[str, int] = field(default_factory=dict)
+    suspended: Suspended | None = None
+    stop: anyio.Event = field(default_factory=anyio.Event)
+
+    def position(self, name: str, arguments: dict[str, Any]) -> tuple[int, str]:
+        """The n-th call with this name and these arguments in the turn, and an id made
+        from them: a resumed turn finds its finished calls however parallel calls interleave."""
+        digest = hashlib.sha256(json.dumps([name, arguments], sort_keys=True).encode()).hexdigest()[:8]
+        occurrence = self.seen.get(digest, 0)
+        self.seen[digest] = occurrence + 1
+        return occurrence, f"served_{self.scope.step}_{digest}_{occurrence}"
+
+    def reply(self, answer: Any) -> ModelReply:
+        reply = as_object(answer)
+        stop = reply.get("stopReason")
+        stop_reason = stop if isinstance(stop, str) else None
+        if stop_reason not in KNOWN_STOP_REASONS:
+            logger.info("acp: the turn ended with an unknown stop reason %r", stop)
+        usage = as_object(reply.get("usage"))
+        self.stats.stop_reason = stop_reason
+        self.stats.streamed = True
+        return ModelReply(
+            content="".join(self.text),
+            usage=Usage(
+                input_tokens=int(usage.get("inputTokens") or 0), output_tokens=int(usage.get("outputTokens") or 0)
+            ),
+            stats=self.stats,
+            steps=self.steps,
+        )
+
+
+class Turns:
+    """Runs the session's turns one at a time; ``current`` is the turn under way, if any."""
+
+    def __init__(
+        self, config: AcpConfig, agent: AgentProcess, permissions: Permissions, updates: list[dict[str, Any]]
+    ) -> None:
+        self.config = config
+        self.current: Turn | None = None
+        self._agent = agent
+        self._permissions = permissions
+        self._updates = updates
+        """Every update of the session: the quiet period watches it grow."""
+        self._has_prompted = False
+
+    async def generate(
+        self, connection: Connection, group: TaskGroup, session: Session, request: ModelRequest, scope: TurnScope | None
+    ) -> ModelReply:
+        text = prompt_text(request.messages, whole=session.seed or not self._has_prompted)
+        turn = self.current = Turn(scope=scope or TurnScope(step=0))
+        self._has_prompted = True
+        done = anyio.Event()
+        outcome: dict[str, Any] = {}
+
+        async def prompt() -> None:
+            try:
+                outcome["reply"] = await connection.request(
+                    "session/prompt", {"sessionId": session.id, "prompt": [{"type": "text", "text": text}]}
+                )
+            except Exception as exc:
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        group.start_soon(prompt)
+        timed_out = False
+        try:
+            with anyio.move_on_after(self.config.timeout):
+                await _first_of(done, turn.stop)
+            timed_out = turn.suspended is None and not done.is_set()
+        finally:
+            if not done.is_set():
+                with anyio.CancelScope(shield=True):
+                    await self._cancel(connection, session, done)
+            session.seed = False
+        if timed_out:
+            self.current = None
+            stop = as_object(outcome.get("reply")).get("stopReason")
+            how = (
+                f"the agent ended the turn: {stop}"
+                if stop
+                else "the agent did not answer; its process group was killed"
+            )
+            raise AcpError(f"{acp_timed_out(round(self.config.timeout * 1000))} ({how})")
+        if turn.suspended is not None:
+            self.current = None
+            raise turn.suspended
+        if "error" in outcome:
+            self.current = None
+            error = outcome["error"]
+            if isinstance(error, AcpError) and not isinstance(error, RemoteError):
+                detail = await self._agent.exit_detail(connection)
+                raise AcpError(f"acp: the agent exited during the turn{detail}") from error
+            raise error if isinstance(error, AcpError) else AcpError(f"acp: session/prompt failed: {describe(error)}")
+        await self._await_quiet()
+        self.current = None
+        return turn.reply(outcome.get("reply"))
+
+    async def _await_quiet(self) -> None:
+        """Let updates the agent sent just after its response join the turn."""
+        deadline = time.monotonic() + 10 * self.config.quiet_period
+        while time.monotonic() < deadline:
+            seen = len(self._updates)
+            await anyio.sleep(self.config.quiet_period)
+            if len(self._updates) == seen:
+                return
+
+    async def _cancel(self, connection: Connection, session: Session, done: anyio.Event) -> None:
+        self._permissions.cancelling = True
+        try:
+            try:
+                await connection.notify("session/cancel", {"sessionId": session.id})
+            except AcpError:
+                pass
+            with anyio.move_on_after(self.config.cancel_grace):
+                await done.wait()
+            if not done.is_set():
+                self._agent.kill()
+        finally:
+            self._permissions.cancelling = False
+
+    async def call_served(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """A call of the served toolkit: run as the turn's ``call_tool`` (the flow's keyed tool task)."""
+        turn = self.current
+        call_tool = turn.scope.call_tool if turn is not None else None
+        if turn is None or call_tool is None:
+            return ToolResult(content=f'error: tool "{name}" was called outside a turn', is_error=True)
+        scope = turn.scope
+        index, call_id = turn.position(name, arguments)
+        call = ToolCall.model_validate({"id": call_id, "name": name, "arguments": arguments})
+        if scope.emit:
+            scope.emit(ToolCallStarted(step=scope.step, call=call))
+        started = time.perf_counter()
+        try:
+            outcome = await call_tool(index, call)
+        except Suspended as exc:
+            # No wait_for: the run must end pending, so this turn ends here; the resumed run
+            # reopens the agent's session and finds this call answered.
+            turn.suspended = exc
+            turn.stop.set()
+            return ToolResult(
+                content=f"pending: {exc.request.prompt} (the turn ends until it is answered)", is_error=True
+            )
+        turn.stats.tool_calls += 1
+        turn.stats.tool_errors += outcome.result.is_error
+        turn.stats.suspensions += outcome.suspended
+        if outcome.replayed:
+            turn.stats.replayed_tool_calls += 1
+        else:
+            turn.stats.tool_seconds += time.perf_counter() - started
+        turn.steps += [
+            AssistantMessage(tool_calls=[call]),
+            ToolMessage(tool_call_id=call.id, content=outcome.result.content),
+        ]
+        if scope.emit:
+            scope.emit(ToolCallFinished(step=scope.step, call=call, result=outcome.result))
+        return outcome.result
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    async def wait(event: anyio.Event, scope: anyio.CancelScope) -> None:
+        await event.wait()
+        scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        for event in events:
+            group.start_soon(wait, event, group.cancel_scope)
