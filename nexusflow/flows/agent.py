@@ -16,10 +16,11 @@ from prefect.states import Completed, Failed
 from prefect.utilities.annotations import quote
 
 from .._lease import session_lease
+from .._retry import is_transient
 from .._runtime import PendingRun, current_pending
 from .._secrets import redact
 from .._storage import step_storage
-from ..errors import NexusflowError, StorageError, describe, unwrap
+from ..errors import NexusflowError, PrefectApiError, StorageError, describe, unwrap
 from ..memory import SessionRecord, read_inputs
 from ..messages import (
     Answer,
@@ -168,8 +169,10 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             logger.info("run pending: %s (request %s)", redact(waiting.request.prompt), waiting.request.id)
             outcome = result("pending", request=waiting.request)
             return Completed(name="AwaitingAnswer", message=str(waiting), data=outcome)  # type: ignore[return-value]
-        logger.error("run failed: %s", describe(exc), exc_info=not isinstance(waiting, NexusflowError))
-        outcome = result("failed", error=describe(exc))
+        # The Prefect API's passing trouble reads "prefect: ...", which the client retries.
+        error = describe(PrefectApiError(waiting)) if is_transient(waiting) else describe(exc)
+        logger.error("run failed: %s", error, exc_info=not isinstance(waiting, NexusflowError))
+        outcome = result("failed", error=error)
         return Failed(message=outcome.error, data=outcome)  # type: ignore[return-value]
     await _publish(session_id, state.messages)
     return result("completed", text=text)
