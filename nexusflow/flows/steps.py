@@ -1,0 +1,159 @@
+"""The steps of one run as keyed Prefect tasks, and how a suspended call is settled."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from prefect.context import TaskRunContext
+from prefect.filesystems import WritableFileSystem
+from prefect.results import ResultStore
+from prefect.utilities.annotations import quote
+
+from .._runtime import PendingRun
+from ..messages import Answer, ModelRequest, Request, ToolCall, ToolResult
+from ..suspension import Suspended, outcome_text
+from ..task_config import StepOptions, TaskConfig
+from ..tasks import (
+    ToolRecord,
+    ToolRuntime,
+    TurnRecord,
+    TurnRuntime,
+    chained_key,
+    check_stored,
+    forget,
+    model_turn,
+    suspension,
+    tool_call,
+    wait,
+)
+
+
+class Steps:
+    """The steps of one run as keyed Prefect tasks. Each key chains the key before it: a
+    turn follows the previous turn and hashes only the messages that are new since then; a
+    tool call, a suspension and a wait follow the turn that asked for them."""
+
+    def __init__(self, session_id: str, storage: WritableFileSystem, tools: ToolRuntime, config: TaskConfig) -> None:
+        self.session_id = session_id
+        self.storage = storage
+        self.config = config
+        self.tools = tools
+        self.model: TurnRuntime | None = None
+        self.upstream = ""
+        self.known = 0
+        self.turn_key = ""
+
+    def configured(self, task: Any, options: StepOptions) -> Any:
+        return _configured(task, self.storage, options)
+
+    async def turn(self, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
+        new = [message.model_dump(mode="json", exclude_none=True) for message in request.messages[self.known :]]
+        settings = request.model_dump(mode="json", exclude={"messages"}) if not self.upstream else None
+        key = chained_key(self.session_id, step, "turn", 0, self.upstream, {"new": new, "settings": settings})
+        forget(key)
+        self.turn_key = key  # calls an ACP agent makes during the turn follow it
+        task = self.configured(model_turn, self.config.turn)
+        assert self.model is not None, "the transport is open before the first turn"
+        state = await task(self.session_id, step, key, quote(request), quote(self.model), return_state=True)
+        record, replayed = TurnRecord.model_validate(await state.aresult()), state.name == "Cached"
+        check_stored(f"turn-{step}", key, replayed)
+        self.upstream = key
+        self.known = len(request.messages)
+        return record, replayed
+
+    def tool_key(self, step: int, index: int, call: ToolCall, answer: Answer | None) -> str:
+        inputs = {"call": call.model_dump(), "answer": answer.model_dump(mode="json") if answer else None}
+        return chained_key(self.session_id, step, "tool", index, self.turn_key, inputs)
+
+    async def tool(
+        self, step: int, index: int, call: ToolCall, answer: Answer | None = None
+    ) -> tuple[ToolRecord, bool]:
+        key = self.tool_key(step, index, call, answer)
+        forget(key)
+        task = self.configured(tool_call, self.config.tool)
+        state = await task(self.session_id, step, index, key, quote(call), quote(self.tools), answer, return_state=True)
+        record, replayed = ToolRecord.model_validate(await state.aresult()), state.name == "Cached"
+        check_stored(f"tool-{step}-{call.name}", key, replayed)
+        return record, replayed
+
+    def asked_key(self, kind: str, step: int, index: int, request: Request) -> str:
+        return chained_key(self.session_id, step, kind, index, self.turn_key, request.model_dump(mode="json"))
+
+    async def suspension(self, step: int, index: int, request: Request) -> None:
+        key = self.asked_key("suspend", step, index, request)
+        forget(key)
+        task = self.configured(suspension, self.config.wait)
+        state = await task(self.session_id, step, index, key, request, return_state=True)
+        await state.aresult()
+        check_stored(f"suspend-{step}-{request.tool}", key, state.name == "Cached")
+
+    async def answered(self, step: int, index: int, request: Request) -> bool:
+        """Whether this wait was answered in an earlier run (its record is stored)."""
+        return await ResultStore(result_storage=self.storage).aexists(self.asked_key("wait", step, index, request))
+
+    async def wait(
+        self, step: int, index: int, request: Request, resolve: Callable[[Request], Awaitable[Answer]]
+    ) -> Answer:
+        key = self.asked_key("wait", step, index, request)
+        forget(key)
+        task = self.configured(wait, self.config.wait)
+        state = await task(self.session_id, step, index, key, request, quote(resolve), return_state=True)
+        answer = Answer.model_validate(await state.aresult())
+        check_stored(f"wait-{step}-{request.tool}", key, state.name == "Cached")
+        return answer
+
+
+_configured_tasks: dict[tuple[int, int, int], Any] = {}
+
+
+def _configured(task: Any, storage: WritableFileSystem, options: StepOptions) -> Any:
+    """The task with its kind's options, made once per process, storage and options."""
+    key = (id(task), id(storage), id(options))
+    if key not in _configured_tasks:
+        _configured_tasks[key] = task.with_options(**options.task_options(storage))
+    return _configured_tasks[key]
+
+
+async def settle(
+    pending: PendingRun, steps: Steps, step: int, index: int, call: ToolCall, record: ToolRecord
+) -> ToolRecord:
+    """Ask about a suspended call (or find the answer already given), then run it once more
+    with the answer, or tell the model it was declined, expired or left unresolved."""
+    assert record.result.pending is not None
+    request = record.result.pending.model_copy(
+        update={"id": f"{steps.session_id}.{step}.{index}", "tool": call.name, "arguments": call.arguments}
+    )
+    await steps.suspension(step, index, request)
+    answer = await _answer(pending, steps, step, index, request)
+    if answer.ok:
+        again, _ = await steps.tool(step, index, call, answer)
+        result = again.result if again.result.pending is None else ToolResult(content=outcome_text(request, None))
+        seconds = record.seconds + again.seconds
+    else:
+        result, seconds = ToolResult(content=outcome_text(request, answer)), record.seconds
+    return ToolRecord(result=result, seconds=seconds, suspended=True)
+
+
+async def _answer(pending: PendingRun, steps: Steps, step: int, index: int, request: Request) -> Answer:
+    given = pending.answers.get(request.id)
+    wait_for = pending.options.wait_for
+    resolve: Callable[[Request], Awaitable[Answer]]
+    if given is not None:
+        resolve = _constant(given)
+    elif wait_for is not None and getattr(wait_for, "in_flow", False) and TaskRunContext.get() is None:
+        resolve = _constant(await wait_for(request))
+    elif wait_for is not None and not getattr(wait_for, "in_flow", False):
+        resolve = wait_for
+    elif await steps.answered(step, index, request):
+        resolve = _constant(Answer(id=request.id, ok=False, reason="unreachable: the stored answer replays"))
+    else:
+        raise Suspended(request)
+    return await steps.wait(step, index, request, resolve)
+
+
+def _constant(answer: Answer) -> Callable[[Request], Awaitable[Answer]]:
+    async def resolve(request: Request) -> Answer:
+        return answer
+
+    return resolve
