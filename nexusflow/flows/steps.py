@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from prefect.context import TaskRunContext
 from prefect.filesystems import WritableFileSystem
@@ -29,6 +30,20 @@ from ..tasks import (
 )
 
 
+@dataclass(frozen=True)
+class StepEntry:
+    """One row of the run's step table (the summary artifact, ``nexusflow show``): every
+    task run the run started, in the order it finished."""
+
+    kind: Literal["turn", "tool", "suspend", "wait"]
+    name: str
+    """The task run's name, as the Prefect UI shows it."""
+    status: str
+    """The task run's state name: Completed, Cached (a replay), ToolError, AwaitingAnswer, ..."""
+    seconds: float
+    replayed: bool
+
+
 class Steps:
     """The steps of one run as keyed Prefect tasks. Each key chains the key before it: a
     turn follows the previous turn and hashes only the messages that are new since then; a
@@ -43,6 +58,7 @@ class Steps:
         self.upstream = ""
         self.known = 0
         self.turn_key = ""
+        self.entries: list[StepEntry] = []
 
     def configured(self, task: Any, options: StepOptions) -> Any:
         return _configured(task, self.storage, options)
