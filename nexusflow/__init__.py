@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     )
     from .events import RunFinished, StreamEvent, TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
     from .flows import agent_run
-    from .memory import ConversationStore, LocalConversationStore
+    from .memory import ConversationStore, LocalConversationStore, StorageConversationStore
     from .messages import (
         Answer,
         AssistantMessage,
@@ -69,6 +69,7 @@ _WHERE: dict[str, str] = {
     "FunctionTool": "toolkit",
     "HookError": "errors",
     "LocalConversationStore": "memory",
+    "StorageConversationStore": "memory",
     "MaxTurnsExceeded": "errors",
     "McpServerError": "errors",
     "Message": "messages",
@@ -161,6 +162,7 @@ __all__ = [
     "RunResult",
     "SessionIdError",
     "StepOptions",
+    "StorageConversationStore",
     "StreamEvent",
     "Suspended",
     "Suspension",

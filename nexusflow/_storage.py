@@ -33,7 +33,8 @@ _failures: dict[str, str] = {}
 """Storage key -> why writing it failed, for the step that wrote it to report."""
 
 
-def _write_atomically(path: Path, content: bytes) -> None:
+def write_atomically(path: Path, content: bytes) -> None:
+    """A crash mid-write leaves the old file, never half a new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
@@ -60,7 +61,7 @@ class AtomicLocalFileSystem(LocalFileSystem):
     async def awrite_path(self, path: str, content: bytes) -> str:
         target = self._resolve_path(path)
         try:
-            await anyio.to_thread.run_sync(_write_atomically, target, content)
+            await anyio.to_thread.run_sync(write_atomically, target, content)
         except Exception as exc:
             self._record(path, exc)
             raise
@@ -70,7 +71,7 @@ class AtomicLocalFileSystem(LocalFileSystem):
     def write_path(self, path: str, content: bytes) -> str:  # type: ignore[override]
         target = self._resolve_path(path)
         try:
-            _write_atomically(target, content)
+            write_atomically(target, content)
         except Exception as exc:
             self._record(path, exc)
             raise

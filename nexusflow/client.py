@@ -31,10 +31,10 @@ from .flows import agent_run
 from .flows.agent import preview
 from .memory import (
     ConversationStore,
-    LocalConversationStore,
     SessionRecord,
     SessionState,
     SessionStore,
+    StorageConversationStore,
     read_inputs,
     write_inputs,
 )
@@ -136,7 +136,7 @@ class Client:
 
     @property
     def _conversations(self) -> ConversationStore:
-        return self.options.conversation_store or LocalConversationStore()
+        return self.options.conversation_store or StorageConversationStore()
 
     @property
     def _sessions(self) -> SessionStore:

@@ -1,11 +1,9 @@
 """Where conversations (``client.ask``) and pending runs (``client.resume``) are kept
-between runs and processes: by default JSON files next to Prefect's results, so a resume
-finds them wherever the results are."""
+between runs and processes: Prefect's result storage, so a resume or the next ``ask``
+finds them on any machine that sees the same storage."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -14,7 +12,7 @@ from prefect.settings import get_current_settings
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ._digest import digest
-from ._storage import read_record, write_record
+from ._storage import read_record, write_atomically, write_record
 from .messages import Message, Request, Text
 
 _MESSAGES = TypeAdapter(list[Message])
@@ -27,28 +25,38 @@ class ConversationStore(Protocol):
     async def save(self, conversation_id: str, messages: list[Message]) -> None: ...
 
 
-def _root() -> Path:
-    return Path(get_current_settings().results.local_storage_path).expanduser() / "nexusflow"
+class Conversation(BaseModel):
+    """A conversation's messages, as one record in result storage."""
+
+    messages: list[Message] = Field(default_factory=list)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """A crash mid-write leaves the old file, never half a new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+def _conversation_part(conversation_id: str) -> str:
+    """A conversation id may hold any character; the record's name is its digest."""
+    return digest(conversation_id)
+
+
+class StorageConversationStore:
+    """Conversations in Prefect's result storage (``nexusflow/conversations/``), so an
+    ``ask`` on another worker or machine that sees the same storage goes on from them."""
+
+    async def get(self, conversation_id: str) -> list[Message]:
+        record = await read_record(Conversation, "conversations", f"{_conversation_part(conversation_id)}.json")
+        return record.messages if record is not None else []
+
+    async def save(self, conversation_id: str, messages: list[Message]) -> None:
+        record = Conversation(messages=messages)
+        await write_record(record, "conversations", f"{_conversation_part(conversation_id)}.json")
 
 
 class LocalConversationStore:
-    """One JSON file per conversation under ``<Prefect local storage>/nexusflow/conversations``."""
+    """One JSON file per conversation in a folder (by default under Prefect's local storage
+    path): for one machine only. The default store, ``StorageConversationStore``, follows
+    the result storage instead."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
-        self.directory = Path(directory) if directory is not None else _root() / "conversations"
+        local = Path(get_current_settings().results.local_storage_path).expanduser()
+        self.directory = Path(directory) if directory is not None else local / "nexusflow" / "conversations"
 
     async def get(self, conversation_id: str) -> list[Message]:
         path = self.directory / f"{conversation_id}.json"
@@ -57,8 +65,8 @@ class LocalConversationStore:
         return _MESSAGES.validate_json(await anyio.Path(path).read_bytes())
 
     async def save(self, conversation_id: str, messages: list[Message]) -> None:
-        text = _MESSAGES.dump_json(messages).decode()
-        await anyio.to_thread.run_sync(_write_atomically, self.directory / f"{conversation_id}.json", text)
+        content = _MESSAGES.dump_json(messages)
+        await anyio.to_thread.run_sync(write_atomically, self.directory / f"{conversation_id}.json", content)
 
 
 class SessionRecord(BaseModel):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from nexusflow import LocalConversationStore, RunResult, create_in_process_client
+from nexusflow import LocalConversationStore, RunResult, StorageConversationStore, create_in_process_client
 from nexusflow.testing import ScriptedModel
 
 from conftest import HELPERS
@@ -52,3 +52,15 @@ async def test_a_store_is_pluggable(tmp_path, session_id):
     assert Recording.saves == 2
     assert (tmp_path / f"{session_id}.json").exists()
     assert [m.content for m in await store.get(session_id)] == ["one", "first", "two", "seen 2 prompts"]
+
+
+async def test_the_default_store_keeps_conversations_in_result_storage(storage, session_id):
+    """Another machine that sees the same result storage goes on from the conversation:
+    its record is under the storage's nexusflow/conversations, not in a side folder."""
+    client = create_in_process_client(ScriptedModel(["noted", lambda r: f"{len(r.messages)} messages"]))
+    await client.ask("one", conversation_id=session_id)
+    records = list((storage / "nexusflow" / "conversations").glob("*.json"))
+    assert [record for record in records if "noted" in record.read_text()]
+    assert not (storage / "nexusflow" / "conversations" / f"{session_id}.json").exists()
+    assert [m.content for m in await StorageConversationStore().get(session_id)] == ["one", "noted"]
+    assert (await client.ask("two", conversation_id=session_id)).text == "3 messages"
