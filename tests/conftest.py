@@ -74,6 +74,7 @@ def prefect_server() -> Iterator[str]:
             time.sleep(0.5)
         yield url
     finally:
+        _drain_prefect_workers()
         os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=20)
@@ -82,6 +83,16 @@ def prefect_server() -> Iterator[str]:
             server.wait()
         log.close()
         shutil.rmtree(_HOME, ignore_errors=True)
+
+
+def _drain_prefect_workers() -> None:
+    """Send the logs and events still queued in this process while the server is up;
+    otherwise Prefect's exit hook sends them to a stopped server and prints an error."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    EventsWorker.drain_all(timeout=10)
 
 
 @pytest.fixture
