@@ -4,7 +4,8 @@
 Each payload must validate and dump back unchanged (``exclude_unset``, so defaults the
 models add do not matter): a field the schema does not know would be dropped and show.
 ``session/set_model`` is not checked: the package has no model for it (it is not in the
-stable schema).
+stable schema). A well-formed script must also reach the client wholly through the SDK's
+models, with nothing from the scripted agent's raw layer.
 """
 
 from typing import Any
@@ -30,9 +31,9 @@ def conforms(model: type[BaseModel], payload: dict[str, Any]) -> None:
     assert parsed.model_dump(mode="json", by_alias=True, exclude_unset=True) == payload, model.__name__
 
 
-async def run(agent, session_id, **options):
+async def run(agent, session_id, style=None, **options):
     client = create_cli_client(
-        style=agent.style, command=agent.command, transport=Transport.ACP, env=agent.env, **options
+        style=style or agent.style, command=agent.command, transport=Transport.ACP, env=agent.env, **options
     )
     async with await Toolkit.load(tools=[add]) as toolkit:
         return await client.run("go", toolkit, session_id=session_id)
@@ -86,3 +87,53 @@ async def test_a_cancelled_turn_and_a_loaded_session_over_stdio_send_what_the_sc
         conforms(schema.NewSessionRequest if "sessionId" not in sent else schema.LoadSessionRequest, sent)
     for sent in params(agent, "session/prompt"):
         conforms(schema.PromptRequest, sent)
+
+
+async def test_a_mode_switch_a_model_option_and_a_resumed_session_send_what_the_schema_describes(agent, session_id):
+    modes = {"currentModeId": "auto", "availableModes": [{"id": "auto", "name": "Auto"}, {"id": "ask", "name": "Ask"}]}
+    model = {
+        "id": "model",
+        "name": "Model",
+        "type": "select",
+        "currentValue": "a",
+        "options": [{"value": "a", "name": "A"}],
+    }
+    agent.script(
+        [[{"say": "working"}, {"crash": 9}], [{"say": "resumed"}]],
+        capabilities={"mcpCapabilities": {"http": True}, "sessionCapabilities": {"resume": {}}},
+        session={"modes": modes, "configOptions": [model]},
+    )
+    style = agent.style.model_copy(update={"acp": agent.style.acp.model_copy(update={"mode": "ask"})})
+    assert (await run(agent, session_id, style=style, model="b")).status == "failed"
+    second = await run(agent, session_id, style=style, model="b")
+    assert second.status == "completed", second.error
+    (resumed,) = params(agent, "session/resume")
+    conforms(schema.ResumeSessionRequest, resumed)
+    assert [sent["modeId"] for sent in params(agent, "session/set_mode")] == ["ask", "ask"], "new, then resumed"
+    for sent in params(agent, "session/set_mode"):
+        conforms(schema.SetSessionModeRequest, sent)
+    for sent in params(agent, "session/set_config_option"):
+        assert (sent["configId"], sent["value"]) == ("model", "b")
+        conforms(schema.SetSessionConfigOptionSelectRequest, sent)
+    assert agent.log("raw") == [], "a well-formed script is sent through the SDK's models"
+
+
+async def test_only_what_the_sdk_cannot_express_goes_raw(agent, session_id):
+    agent.script(
+        [
+            [
+                {"update": {"sessionUpdate": "hologram_update", "payload": 1}},
+                {"update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "typed "}}},
+                {"notify": "_auth/status_update"},
+                {"malformed": True},
+                {"request": "fs/read_text_file"},
+                {"say": "done"},
+                {"stop": "galaxy_brain"},
+            ]
+        ]
+    )
+    result = await run(agent, session_id)
+    assert result.status == "completed", result.error
+    assert result.text == "typed done"
+    raw = [entry["what"] for entry in agent.log("raw")]
+    assert raw == ["session/update", "_auth/status_update", "malformed", "fs/read_text_file", "PromptResponse"]

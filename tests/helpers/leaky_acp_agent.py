@@ -16,15 +16,14 @@ spec = importlib.util.spec_from_file_location("acp_agent", Path(__file__).with_n
 assert spec is not None and spec.loader is not None
 acp_agent = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(acp_agent)
-answer = acp_agent.Agent.answer
 
 
-async def leaky_answer(self: Any, method: str, params: dict[str, Any]) -> Any:
-    if method == "session/new":
-        sys.stderr.write(f"debug: mcpServers={json.dumps(params.get('mcpServers'))}\n")
+class LeakyAgent(acp_agent.ScriptedAgent):
+    async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> Any:
+        servers = [server.model_dump(mode="json", by_alias=True, exclude_none=True) for server in mcp_servers or []]
+        sys.stderr.write(f"debug: mcpServers={json.dumps(servers)}\n")
         sys.stderr.flush()
-    return await answer(self, method, params)
+        return await super().new_session(cwd, mcp_servers, **kwargs)
 
 
-acp_agent.Agent.answer = leaky_answer
-asyncio.run(acp_agent.main())
+asyncio.run(acp_agent.main(LeakyAgent))
