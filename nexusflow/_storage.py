@@ -166,7 +166,7 @@ async def read_record(model: type[Model], *parts: str, storage: WritableFileSyst
         method: Any = getattr(storage, "aread_path", None) or storage.read_path
         result = method(key)
         content = await result if hasattr(result, "__await__") else result
-    except (ValueError, FileNotFoundError, OSError) as exc:
+    except Exception as exc:  # each storage says "no such key" in its own exception
         if _missing(exc):
             return None
         raise StorageError(f"storage: could not read {key}: {type(exc).__name__}: {exc}") from exc
@@ -178,6 +178,19 @@ async def read_record(model: type[Model], *parts: str, storage: WritableFileSyst
         raise StorageError(f"storage: the record {key} is unreadable: {exc}") from exc
 
 
+_MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
+
+
 def _missing(exc: BaseException) -> bool:
-    text = str(exc)
-    return isinstance(exc, FileNotFoundError) or "does not exist" in text or "NoSuchKey" in text or "404" in text
+    """Whether a read failed only because there is no such record: the local file system
+    (``FileNotFoundError``, or Prefect's ``ValueError: Path ... does not exist``), S3 through
+    boto (a ``ClientError`` whose code is 404 or NoSuchKey), GCS and Azure (status 404).
+    Anything else is a storage failure, never taken for an absent record."""
+    if isinstance(exc, FileNotFoundError):
+        return True
+    if isinstance(exc, ValueError) and "does not exist" in str(exc):
+        return True
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict) and str(response.get("Error", {}).get("Code")) in _MISSING_CODES:
+        return True
+    return 404 in (getattr(exc, "code", None), getattr(exc, "status_code", None))
