@@ -116,7 +116,7 @@ async def test_demo_runs_a_multi_step_tool_calling_run(session_id):
     runs = await task_runs(flow_run_id, expected=6, timeout=0)
     assert sorted(run.name for run in runs if run.state.is_final()) == [
         "tool-0-current_temperature",
-        "tool-0-current_temperature",
+        "tool-0-current_temperature-2",
         "tool-1-celsius_to_fahrenheit_delta",
         "turn-0",
         "turn-1",

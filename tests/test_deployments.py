@@ -3,6 +3,8 @@ worker: a scheduled job runs to completion; a job that asks suspends, exits, and
 after it is answered, its finished steps replayed."""
 
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ import anyio
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectNotFound
 
 from helpers.prefect_api import task_runs
 
@@ -71,7 +74,7 @@ async def test_deploy_all_and_a_scheduled_job_runs_through_a_worker(deployed):
     names = sorted(r.name for r in await task_runs(str(run.id), expected=6))
     assert names == [
         "tool-0-current_temperature",
-        "tool-0-current_temperature",
+        "tool-0-current_temperature-2",
         "tool-1-celsius_to_fahrenheit_delta",
         "turn-0",
         "turn-1",
@@ -119,3 +122,43 @@ async def test_job_parameters_are_validated_at_the_boundary():
     assert ok.is_completed(), ok
     result = await ok.aresult()
     assert result.text == 'current_temperature: {"city":"Tokyo","celsius":15.5}'
+
+
+def readme_block(marker: str) -> str:
+    """The code block after ``<!-- marker -->`` in the README, as a user copies it."""
+    text = (REPO / "README.md").read_text()
+    found = re.search(rf"<!-- {marker} -->\n```\w*\n(.*?)```", text, re.DOTALL)
+    assert found, f"README.md has no block marked {marker}"
+    return found.group(1)
+
+
+async def test_the_readmes_serve_recipe_serves_a_deployment_whose_runs_succeed(tmp_path):
+    script = tmp_path / "serve_job.py"
+    script.write_text(readme_block("serve-job"))
+    served = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=os.environ.copy(),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        async with get_client() as client:
+            while True:
+                try:
+                    deployment = await client.read_deployment_by_name("agent-job/weather")
+                    break
+                except ObjectNotFound:
+                    assert served.poll() is None and time.monotonic() < deadline, "the recipe serves"
+                    await anyio.sleep(0.5)
+        assert deployment.schedules[0].schedule.cron == "0 6 * * *"
+        run = await run_deployment("agent-job/weather", timeout=0)
+        state = await wait_for_state(run.id, lambda s: s.is_final(), timeout=180)
+        assert state.is_completed(), state.message
+    finally:
+        os.killpg(served.pid, signal.SIGTERM)
+        served.wait(timeout=30)
+    names = sorted(r.name for r in await task_runs(str(run.id), expected=3))
+    assert names == ["tool-0-current_temperature", "turn-0", "turn-1"]

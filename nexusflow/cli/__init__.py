@@ -41,6 +41,8 @@ _COMMANDS = "nexusflow.cli.commands"
 app.command(f"{_COMMANDS}:run", help="Run an agent on a prompt, or answer a pending run.")
 app.command(f"{_COMMANDS}:demo", help="A multi-step tool-calling run on the scripted model.")
 app.command(f"{_COMMANDS}:answer", help="Answer a paused or suspended run (PrefectPause, DeploymentSuspension).")
+app.command(f"{_COMMANDS}:show", help="A past run's transcript and steps, by session id or flow run id.")
+app.command("nexusflow.cli.server:server", help="Start a local Prefect server and print the PREFECT_API_URL to export.")
 styles = App(name="styles", help="The built-in CLI styles.")
 styles.command(f"{_COMMANDS}:styles_list", name="list", help="Each style, its transports and verified versions.")
 styles.command(
@@ -53,7 +55,9 @@ app.command(styles)
 
 @app.default
 def _no_command() -> None:
-    raise UsageError("a COMMAND is needed: run, demo, answer, styles or mcp-bridge (see nexusflow --help)")
+    raise UsageError(
+        "a COMMAND is needed: run, demo, answer, show, server, styles or mcp-bridge (see nexusflow --help)"
+    )
 
 
 @styles.default

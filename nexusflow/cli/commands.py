@@ -5,22 +5,38 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import sys
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import anyio
 from cyclopts import Parameter, Token
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, get_current_settings, temporary_settings
+from prefect.artifacts import Artifact
+from prefect.client.orchestration import PrefectClient, get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterName
+from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
+from prefect.exceptions import ObjectNotFound
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_SERVER_ANALYTICS_ENABLED,
+    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+    Settings,
+    get_current_settings,
+    temporary_settings,
+)
+from prefect.settings.legacy import Setting
 
 from .._imports import import_tools
-from ..client import Client, create_cli_client, create_in_process_client
-from ..errors import CliError, ToolkitError
+from ..client import Client, check_session_id, create_cli_client, create_in_process_client, new_session_id
+from ..errors import CliError, SessionIdError, ToolkitError, cli_not_found
+from ..flows.report import artifact_key
 from ..memory import SessionStore
 from ..messages import Answer, RunResult
 from ..testing import ScriptedModel, follow_prompt
@@ -29,6 +45,7 @@ from ..transports.choice import Transport
 from ..transports.cli import CliStyles, builtin_style, load_cli_style
 from ..waits import answer_flow_run
 from . import EXIT_FAILED, EXIT_PENDING, UsageError
+from .invocation import Invocation, absolute, absolute_command, absolute_tool, load_invocation, save_invocation
 
 
 def _style(_: type, tokens: Sequence[Token]) -> CliStyles:
@@ -42,12 +59,56 @@ def _style(_: type, tokens: Sequence[Token]) -> CliStyles:
 Style = Annotated[CliStyles, Parameter(converter=_style)]
 
 
-def _prefect_defaults() -> AbstractContextManager[object]:
-    """Prefect's embedded server gets 20 s to start by default, too little on a busy
-    two-core machine; the command allows 90 s unless the user chose a value."""
-    if "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" in os.environ:
-        return nullcontext()
-    return temporary_settings({PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: 90})
+def _local_server(settings: Settings) -> str | None:
+    """The API of a Prefect server already running on this machine's default address, if one
+    answers at once (a closed port refuses in microseconds)."""
+    url = f"http://{settings.server.api.host}:{settings.server.api.port}/api"
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
+            return url if response.status == 200 else None
+    except OSError:
+        return None
+
+
+@contextmanager
+def _prefect() -> Iterator[None]:
+    """Prefect's settings for a command, each only where the user chose nothing. The
+    embedded server gets 90 s to start (20 s by default: too little on a busy two-core
+    machine) and no telemetry heartbeat (offline it logs an ERROR, and racing the first run
+    on a fresh database it prints a ``database is locked`` traceback). Without an API URL,
+    a server already running locally (``nexusflow server``) is used instead of starting the
+    embedded one: it answers at once and keeps the runs for its UI."""
+    defaults: dict[Setting, Any] = {}
+    if "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" not in os.environ:
+        defaults[PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS] = 90
+    if "PREFECT_SERVER_ANALYTICS_ENABLED" not in os.environ:
+        defaults[PREFECT_SERVER_ANALYTICS_ENABLED] = False
+    settings = get_current_settings()
+    if settings.api.url is None and (url := _local_server(settings)):
+        defaults[PREFECT_API_URL] = url
+        print(f"nexusflow: using the Prefect server running at {url}", file=sys.stderr)
+    with temporary_settings(defaults):
+        yield
+
+
+def command_name() -> str:
+    """This command as a user can type it again: ``nexusflow`` when PATH finds this very
+    script, else the script's full path (a virtual environment that is not activated),
+    else ``python -m nexusflow``."""
+    script = Path(sys.executable).with_name("nexusflow")
+    if not script.exists():
+        return f"{shlex.quote(sys.executable)} -m nexusflow"
+    found = shutil.which("nexusflow")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "nexusflow"
+    return shlex.quote(str(script))
+
+
+def _session_id(text: str) -> str:
+    try:
+        return check_session_id(text)
+    except SessionIdError as exc:
+        raise UsageError(f"--session: {exc}") from None
 
 
 def _tools(specs: Sequence[str]) -> list[Any]:
@@ -79,33 +140,37 @@ def _data(text: str | None) -> Any:
 def ui_hint(flow_run_id: str | None) -> str:
     if flow_run_id is None:
         return ""
-    ui_url = get_current_settings().ui_url
-    if ui_url:
-        return f"See it in the Prefect UI: {ui_url}/runs/flow-run/{flow_run_id}"
+    settings = get_current_settings()
+    if settings.ui_url:
+        return f"See it in the Prefect UI: {settings.ui_url}/runs/flow-run/{flow_run_id}"
     return (
-        "See it in the Prefect UI: run `prefect server start`, then open "
-        f"http://127.0.0.1:4200/runs/flow-run/{flow_run_id}"
+        f"See it in the Prefect UI: run `{command_name()} server`, then open "
+        f"http://{settings.server.api.host}:{settings.server.api.port}/runs/flow-run/{flow_run_id}"
     )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _report(result: RunResult) -> int:
     if result.status == "completed":
         print(result.text or "")
     metrics = result.metrics
-    summary = (
-        f"nexusflow: {result.status} — {metrics.turns} turns, {metrics.tool_calls} tool calls "
-        f"({metrics.replayed_turns} turns and {metrics.replayed_tool_calls} tool calls replayed), "
-        f"session {result.session_id}"
+    errors = f", {_count(metrics.tool_errors, 'tool error')}" if metrics.tool_errors else ""
+    replayed = f"{_count(metrics.replayed_turns, 'turn')} and {_count(metrics.replayed_tool_calls, 'tool call')}"
+    print(
+        f"nexusflow: {result.status} — {_count(metrics.turns, 'turn')}, {_count(metrics.tool_calls, 'tool call')}"
+        f"{errors} ({replayed} replayed), session {result.session_id}",
+        file=sys.stderr,
     )
-    print(summary, file=sys.stderr)
     if result.error:
         print(f"nexusflow: error: {result.error}", file=sys.stderr)
     if result.request is not None:
+        again = f"{command_name()} run --session {result.session_id} --answer"
         print(f"nexusflow: waiting for an answer: {result.request.prompt}", file=sys.stderr)
-        print(
-            f"nexusflow: answer with: nexusflow run --session {result.session_id} --answer approve|deny [--data JSON]",
-            file=sys.stderr,
-        )
+        print(f"nexusflow: approve with: {again} approve", file=sys.stderr)
+        print(f"nexusflow: deny with: {again} deny", file=sys.stderr)
     if hint := ui_hint(result.flow_run_id):
         print(hint, file=sys.stderr)
     return {"completed": 0, "pending": EXIT_PENDING}.get(result.status, EXIT_FAILED)
@@ -132,26 +197,44 @@ async def _finish(result: RunResult) -> int:
     return _report(result)
 
 
-def _client(
-    style: CliStyles | None,
-    style_file: Path | None,
-    command: str | None,
-    model: str | None,
-    script: Path | None,
-    cli_options: dict[str, Any],
-    options: dict[str, Any],
-) -> Client:
-    if style is not None:
-        if script is not None:
-            raise UsageError("--script plays the scripted model; it does not go with --style")
-        if style is CliStyles.CUSTOM:
-            raise UsageError("--style custom has no fields on the command line: describe it in a file, --style-file")
-        return create_cli_client(style, command, model, **cli_options, **options)
-    if style_file is not None:
-        return create_cli_client(load_cli_style(style_file), command, model, **cli_options, **options)
-    if command or model:
-        raise UsageError("--command and --model need --style (or --style-file)")
-    return create_in_process_client(_script(script) if script else follow_prompt, **options)
+def _installed(command: str | None, flag: str) -> None:
+    """A missing binary is refused before any server or flow starts (the run would only
+    find out at its first turn)."""
+    if command is not None and shutil.which(command) is None:
+        raise UsageError(f"{flag}: {cli_not_found(command)}")
+
+
+def _client(invocation: Invocation) -> Client:
+    """The client an invocation describes; every mistake in it is a usage error, found
+    before Prefect starts."""
+    if invocation.max_turns < 1:
+        raise UsageError(f"--max-turns must be 1 or more, not {invocation.max_turns}")
+    if invocation.timeout <= 0:
+        raise UsageError(f"--timeout must be more than 0 seconds, not {invocation.timeout:g}")
+    options: dict[str, Any] = {"system_prompt": invocation.system, "max_turns": invocation.max_turns}
+    style = invocation.style
+    if style is None and invocation.style_file is None:
+        if invocation.command or invocation.model:
+            raise UsageError("--command and --model need --style (or --style-file)")
+        script = invocation.script
+        return create_in_process_client(_script(Path(script)) if script else follow_prompt, **options)
+    if invocation.script is not None:
+        raise UsageError("--script plays the scripted model; it does not go with --style")
+    if style is CliStyles.CUSTOM:
+        raise UsageError("--style custom has no fields on the command line: describe it in a file, --style-file")
+    cli_options: dict[str, Any] = {
+        "timeout": invocation.timeout,
+        "transport": invocation.transport,
+        "acp_command": invocation.acp_command,
+    }
+    try:
+        chosen = style if style is not None else load_cli_style(Path(str(invocation.style_file)))
+        client = create_cli_client(chosen, invocation.command, invocation.model, **cli_options, **options)
+    except CliError as exc:
+        raise UsageError(str(exc)) from exc
+    _installed(invocation.command, "--command")
+    _installed(invocation.acp_command, "--acp-command")
+    return client
 
 
 async def run(
@@ -167,14 +250,14 @@ async def run(
     style_file: Path | None = None,
     command: str | None = None,
     model: str | None = None,
-    transport: Transport = Transport.AUTO,
+    transport: Transport | None = None,
     acp_command: str | None = None,
-    timeout: float = 300.0,
+    timeout: float | None = None,
     system: str | None = None,
     answer: Literal["approve", "deny"] | None = None,
     data: str | None = None,
     reason: str | None = None,
-    max_turns: int = 20,
+    max_turns: int | None = None,
 ) -> int:
     """Run an agent on a prompt, or answer a pending run.
 
@@ -202,40 +285,79 @@ async def run(
     model
         Model for the agent CLI.
     transport
-        How to drive the CLI: ACP when the style declares it and the binary answers (auto), or force one.
+        How to drive the CLI: ACP when the style declares it and the binary answers (auto, the
+        default), or force one.
     acp_command
         The ACP adapter of styles that need one (claude, codex).
     timeout
-        Seconds per CLI launch or ACP turn.
+        Seconds per CLI launch or ACP turn (default 300).
     system
         System prompt.
     answer
-        Answer the pending run of --session, and let it go on.
+        Answer the pending run of --session, and let it go on with the flags it was started
+        with (flags given here replace them).
     data
         JSON handed to the tool with the answer.
     reason
         Why, with the answer.
     max_turns
-        Turns before the run fails without a final answer.
+        Turns before the run fails without a final answer (default 20).
     """
-    cli_options = {"timeout": timeout, "transport": transport, "acp_command": acp_command}
-    client = _client(
-        style, style_file, command, model, script, cli_options, {"system_prompt": system, "max_turns": max_turns}
-    )
-    if answer is None and prompt is None:
+    given = {
+        "tools": [absolute_tool(spec) for spec in tools] if tools is not None else None,
+        "mcp": absolute(mcp),
+        "skills": absolute(skills),
+        "style": style,
+        "style_file": absolute(style_file),
+        "command": absolute_command(command),
+        "model": model,
+        "transport": transport,
+        "acp_command": absolute_command(acp_command),
+        "system": system,
+        "max_turns": max_turns,
+        "timeout": timeout,
+        "script": absolute(script),
+    }
+    given = {flag: value for flag, value in given.items() if value is not None}
+    if answer is not None:
+        if prompt is not None:
+            raise UsageError("--answer goes on with the session's own prompt: give no PROMPT")
+        if session is None:
+            raise UsageError("--answer needs --session ID: the pending run to answer")
+        return await _answer_session(_session_id(session), given, answer == "approve", _data(data), reason)
+    if prompt is None:
         raise UsageError("run needs a PROMPT (or --session ID --answer approve|deny to answer a pending run)")
-    with _prefect_defaults():
-        async with await Toolkit.load(tools=_tools(tools or []), mcp_config=mcp, skills_dir=skills) as toolkit:
-            if prompt is not None and answer is None:
-                result = await client.run(prompt, toolkit, session_id=session)
-            else:
-                if session is None:
-                    raise UsageError("--answer needs --session ID: the pending run to answer")
-                record = await SessionStore().get(session)
-                if record is None or record.pending is None:
-                    raise UsageError(f'session "{session}" is not waiting for an answer')
-                reply = Answer(id=record.pending.id, ok=answer == "approve", data=_data(data), reason=reason)
-                result = await client.resume(session, reply, toolkit)
+    if not prompt.strip():
+        raise UsageError("run needs a PROMPT with something in it; this one is empty")
+    invocation = Invocation.model_validate(given)
+    client = _client(invocation)
+    session_id = _session_id(session) if session is not None else new_session_id()
+    kit = _tools(tools or [])  # as typed, for messages; stored absolute
+    with _prefect():
+        await save_invocation(session_id, invocation)
+        async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
+            result = await client.run(prompt, toolkit, session_id=session_id)
+        return await _finish(result)
+
+
+async def _answer_session(session: str, given: dict[str, Any], ok: bool, data: Any, reason: str | None) -> int:
+    """Go on with a pending session, on the invocation it was started with."""
+    with _prefect():
+        invocation = (await load_invocation(session) or Invocation()).over(given)
+        client = _client(invocation)
+        state = await SessionStore().get(session)
+        if state is None or state.pending is None:
+            raise UsageError(f'session "{session}" is not waiting for an answer')
+        kit = _tools(invocation.tools)
+        async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
+            needed = state.pending.tool
+            if needed is not None and toolkit.get(needed) is None:
+                raise UsageError(
+                    f'session "{session}" waits to run the tool "{needed}", which this toolkit lacks: '
+                    "give the --tools (--mcp, --skills) it was started with"
+                )
+            reply = Answer(id=state.pending.id, ok=ok, data=data, reason=reason)
+            result = await client.resume(session, reply, toolkit)
         return await _finish(result)
 
 
@@ -260,11 +382,22 @@ async def answer(
     reason
         Why, with the answer.
     """
-    with _prefect_defaults():
-        try:
-            await answer_flow_run(flow_run_id, approve=approve, data=_data(data), reason=reason)
-        except ValueError as exc:
-            raise UsageError(f"not a flow run id: {flow_run_id}") from exc
+    try:
+        run_id = UUID(flow_run_id)
+    except ValueError:
+        raise UsageError(f"not a flow run id: {flow_run_id}") from None
+    payload = _data(data)
+    with _prefect():
+        async with get_client() as client:
+            try:
+                state = (await client.read_flow_run(run_id)).state
+            except ObjectNotFound:
+                raise UsageError(f"no flow run {flow_run_id} on this Prefect server") from None
+        if state is None or not state.is_paused():
+            raise UsageError(
+                f"flow run {flow_run_id} is not waiting for an answer: it is {state.name if state else 'not started'}"
+            )
+        await answer_flow_run(flow_run_id, approve=approve, data=payload, reason=reason)
     print(f"nexusflow: answered flow run {flow_run_id}: {'approved' if approve else 'denied'}", file=sys.stderr)
     return 0
 
@@ -281,10 +414,50 @@ async def demo(*, session: str | None = None) -> int:
 
     print(f"nexusflow demo: {PROMPT}", file=sys.stderr)
     client = create_in_process_client(demo_model())
-    with _prefect_defaults():
+    session_id = _session_id(session) if session is not None else None
+    with _prefect():
         async with await Toolkit.load(tools=TOOLS) as toolkit:
-            result = await client.run(PROMPT, toolkit, session_id=session)
+            result = await client.run(PROMPT, toolkit, session_id=session_id)
         return await _finish(result)
+
+
+async def _runs_of(client: PrefectClient, run_id: str) -> list[FlowRun]:
+    """The flow run with this id, else the runs of the session with this id, oldest first."""
+    try:
+        return [await client.read_flow_run(UUID(run_id))]
+    except (ValueError, ObjectNotFound):
+        pass
+    name = FlowRunFilter(name=FlowRunFilterName(any_=[f"agent-{run_id}"]))
+    return await client.read_flow_runs(flow_run_filter=name, sort=FlowRunSort.START_TIME_ASC)
+
+
+async def show(run_id: str, /) -> int:
+    """A past run's transcript and the steps of each of its flow runs.
+
+    Parameters
+    ----------
+    run_id
+        A session id, or a flow run id.
+    """
+    with _prefect():
+        async with get_client() as client:
+            runs = await _runs_of(client, run_id)
+            if not runs:
+                raise UsageError(
+                    f'no run is known as "{run_id}" (a session id or a flow run id) on this Prefect server'
+                )
+            session = runs[-1].parameters.get("session_id") or f"job-{runs[-1].id}"
+            transcript = await Artifact.aget(artifact_key("transcript", str(session)), client=client)
+            print(transcript.data if transcript is not None else f"(no transcript for session {session})")
+            for flow_run in runs:
+                print(f"\nflow run {flow_run.name} ({flow_run.id}): {flow_run.state_name}")
+                steps = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
+                for task_run in await client.read_task_runs(
+                    flow_run_filter=steps, sort=TaskRunSort.EXPECTED_START_TIME_ASC
+                ):
+                    seconds = task_run.total_run_time.total_seconds()
+                    print(f"  {task_run.name:<40} {task_run.state_name or '':<16} {seconds:8.2f}s")
+    return 0
 
 
 def styles_list() -> int:
@@ -335,7 +508,7 @@ async def styles_verify(
         f"{style.value}: {command} — {version_of(command)}"
         f" (style verified with {chosen.verified}{f'; acp {chosen.acp.verified}' if chosen.acp else ''})"
     )
-    with _prefect_defaults():
+    with _prefect():
         checks = await verify_one_shot(style, command, model=model, timeout=timeout)
         launch = chosen.acp
         if launch is not None and (not launch.adapter or acp_command):

@@ -6,7 +6,9 @@ inside the job's own flow run, so its turns and tool calls are the job's task ru
 suspension suspends the job (the worker's process exits until it is answered).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: `agent_job.serve()` sends the flow to each run's
+# process by value (cloudpickle), with only the globals its code uses; string annotations
+# would leave the parameter model unable to resolve `CliStyles` there.
 
 from typing import Any, Literal
 

@@ -1,0 +1,65 @@
+"""How ``nexusflow run`` started a session, kept in Prefect's result storage beside the
+session's other records: ``--session ID --answer`` goes on with the same tools, model and
+limits from any machine that sees that storage, without the user typing them again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .._storage import read_record, write_record
+from ..transports.choice import Transport
+from ..transports.cli import CliStyles
+
+DEFAULT_MAX_TURNS = 20
+DEFAULT_TIMEOUT = 300.0
+
+
+class Invocation(BaseModel):
+    """The flags of ``nexusflow run`` that shape a session (not the prompt, not the answer)."""
+
+    tools: list[str] = Field(default_factory=list)
+    mcp: str | None = None
+    skills: str | None = None
+    style: CliStyles | None = None
+    style_file: str | None = None
+    command: str | None = None
+    model: str | None = None
+    transport: Transport = Transport.AUTO
+    acp_command: str | None = None
+    system: str | None = None
+    max_turns: int = DEFAULT_MAX_TURNS
+    timeout: float = DEFAULT_TIMEOUT
+    script: str | None = None
+
+    def over(self, given: dict[str, Any]) -> Invocation:
+        """This invocation with the flags given now in place of the stored ones."""
+        return self.model_validate({**self.model_dump(), **given})
+
+
+def absolute(path: Path | str | None) -> str | None:
+    """Paths are stored absolute: the answer may come from another directory. Symlinks are
+    kept: a venv's ``bin/python`` is a link, and resolving it would leave the venv."""
+    return None if path is None else os.path.abspath(Path(path).expanduser())
+
+
+def absolute_tool(spec: str) -> str:
+    """``file.py:name`` with an absolute file; ``module:name`` as given."""
+    module, sep, name = spec.rpartition(":")
+    return f"{absolute(module)}:{name}" if sep and module.endswith(".py") else spec
+
+
+def absolute_command(command: str | None) -> str | None:
+    """A command given as a path is made absolute; a bare name stays a PATH lookup."""
+    return absolute(command) if command is not None and "/" in command else command
+
+
+async def save_invocation(session_id: str, invocation: Invocation) -> None:
+    await write_record(invocation, "sessions", session_id, "invocation.json")
+
+
+async def load_invocation(session_id: str) -> Invocation | None:
+    return await read_record(Invocation, "sessions", session_id, "invocation.json")

@@ -1,0 +1,235 @@
+"""The `nexusflow` command's edges, as a user meets them: a real process each time, its exit
+status, and stderr that is one line (never a traceback) when the command cannot go on."""
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+
+ASKING_TOOLS = '''
+from nexusflow import tool
+from nexusflow.suspension import current_answer, suspend
+
+@tool
+def deploy(service: str) -> str:
+    """Deploy a service."""
+    if current_answer() is None:
+        return suspend(f"May I deploy {service}?")
+    return f"deployed {service}"
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+'''
+
+
+def nexusflow(*args: str, cwd=None, env=None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nexusflow", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env if env is not None else os.environ.copy(),
+    )
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("nexusflow: "), line
+    return line
+
+
+@pytest.fixture
+def asking(tmp_path):
+    path = tmp_path / "asking.py"
+    path.write_text(ASKING_TOOLS)
+    return path
+
+
+def test_a_pending_run_prints_an_answer_command_that_works_as_copied(asking, tmp_path, session_id):
+    """The printed command has no --tools: the session's invocation, kept in result storage,
+    brings them back, from another directory too."""
+    pending = nexusflow("run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", session_id)
+    assert pending.returncode == 3, pending.stderr[-3000:]
+    (approve,) = re.findall(r"^nexusflow: approve with: (.*)$", pending.stderr, re.MULTILINE)
+    argv = shlex.split(approve)
+    assert shutil.which(argv[0]), f"{argv[0]} runs as printed"
+    assert argv[1:] == ["run", "--session", session_id, "--answer", "approve"]
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    answered = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=elsewhere, env=os.environ.copy())
+    assert answered.returncode == 0, answered.stderr[-3000:]
+    assert answered.stdout == "deploy: deployed web\n"
+    assert "(1 turn and 1 tool call replayed)" in answered.stderr
+
+
+def test_an_answer_without_the_tool_the_session_waits_for_fails_in_one_line(asking, session_id):
+    pending = nexusflow("run", 'call deploy {"service": "db"}', "--tools", f"{asking}:deploy", "--session", session_id)
+    assert pending.returncode == 3, pending.stderr[-3000:]
+    answered = nexusflow("run", "--session", session_id, "--answer", "approve", "--tools", f"{asking}:add")
+    assert answered.returncode == 2
+    assert f'session "{session_id}" waits to run the tool "deploy", which this toolkit lacks' in one_line(answered)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "hi", "--max-turns", "0"], "--max-turns must be 1 or more, not 0"),
+        (["run", "hi", "--max-turns", "-3"], "--max-turns must be 1 or more, not -3"),
+        (["run", "hi", "--timeout", "0"], "--timeout must be more than 0 seconds"),
+        (["answer", str(uuid.uuid4()), "--approve"], "no flow run"),
+        (["answer", "garbage", "--approve"], "not a flow run id: garbage"),
+        (["run", "--session", "no-such-session-x1", "--answer", "approve"], "is not waiting for an answer"),
+        (["run", ""], "run needs a PROMPT with something in it"),
+        (["run", " \n\t "], "run needs a PROMPT with something in it"),
+        (["run", "hi", "--style", "clod", "--command", "x"], 'cli: unknown style "clod"'),
+        (["run", "hi", "--style", "claude"], "cli: Command is required (path or name of the CLI binary)"),
+        (["show", "no-such-session-x2"], 'no run is known as "no-such-session-x2"'),
+        (["show", str(uuid.uuid4())], "no run is known as"),
+    ],
+)
+def test_usage_errors_exit_2_in_one_line(args, message):
+    done = nexusflow(*args)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stdout == ""
+    assert message in one_line(done)
+
+
+def test_a_missing_cli_binary_is_refused_before_any_server_or_flow_starts():
+    started = time.monotonic()
+    done = nexusflow("run", "hi", "--style", "claude", "--command", "/no/such/binary")
+    seconds = time.monotonic() - started
+    assert done.returncode == 2
+    assert one_line(done) == "nexusflow: --command: cli: command not found: /no/such/binary", "no flow logged a line"
+    assert seconds < 15, f"took {seconds:.1f}s"
+
+
+def test_answer_refuses_a_run_that_is_not_waiting(session_id):
+    done = nexusflow("run", "hello", "--session", session_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    flow_run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", done.stderr).group(1)
+    answered = nexusflow("answer", flow_run_id, "--approve")
+    assert answered.returncode == 2
+    assert one_line(answered) == f"nexusflow: flow run {flow_run_id} is not waiting for an answer: it is Completed"
+
+
+def test_the_summary_counts_tool_errors_in_the_singular_too(asking, session_id):
+    done = nexusflow("run", 'call add {"a": 1}', "--tools", f"{asking}:add", "--session", session_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (
+        f"completed — 2 turns, 1 tool call, 1 tool error (0 turns and 0 tool calls replayed), session {session_id}"
+        in (done.stderr)
+    )
+    single = nexusflow("run", "hello", "--session", f"{session_id}-2")
+    assert "completed — 1 turn, 0 tool calls (" in single.stderr
+
+
+def test_version():
+    from importlib.metadata import version
+
+    done = nexusflow("--version")
+    assert (done.returncode, done.stdout) == (0, version("nexusflow") + "\n")
+
+
+def test_show_prints_the_transcript_and_the_steps(asking, session_id):
+    done = nexusflow("run", 'call add {"a": 2, "b": 3}', "--tools", f"{asking}:add", "--session", session_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    flow_run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", done.stderr).group(1)
+    for run_id in (session_id, flow_run_id):
+        shown = nexusflow("show", run_id)
+        assert shown.returncode == 0, shown.stderr[-3000:]
+        assert 'call add {"a": 2, "b": 3}' in shown.stdout and "add: 5" in shown.stdout, "the transcript"
+        assert f"flow run agent-{session_id} ({flow_run_id}): Completed" in shown.stdout
+        steps = re.findall(r"^  (\S+)\s+(\S+)\s+([0-9.]+)s$", shown.stdout, re.MULTILINE)
+        assert [(name, state) for name, state, _ in steps] == [
+            ("turn-0", "Completed"),
+            ("tool-0-add", "Completed"),
+            ("turn-1", "Completed"),
+        ]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def new_user_environment(home: str) -> dict[str, str]:
+    """What a new user has: no API URL (the embedded server), no opt-out of telemetry, a
+    fresh PREFECT_HOME; a port of its own, so a server someone runs on 4200 is not found."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
+    env.pop("DO_NOT_TRACK", None)
+    env.update({"PREFECT_HOME": home, "PREFECT_SERVER_API_PORT": str(_free_port())})
+    return env
+
+
+def test_a_new_users_demo_prints_no_traceback_and_no_error():
+    with tempfile.TemporaryDirectory() as home:
+        env = new_user_environment(home)
+        done = nexusflow("demo", env=env)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "Starting temporary server" in output, "the embedded server ran"
+    assert "Traceback" not in output and "ERROR" not in output, output[-3000:]
+    (hint,) = re.findall(r"See it in the Prefect UI: run `(.*)`, then open (\S+)", done.stderr)
+    command, link = hint
+    assert shlex.split(command)[1:] == ["server"] and shutil.which(shlex.split(command)[0]), command
+    assert link.startswith(f"http://127.0.0.1:{env['PREFECT_SERVER_API_PORT']}/runs/flow-run/")
+
+
+def test_the_demo_uses_a_server_that_nexusflow_server_started():
+    with tempfile.TemporaryDirectory() as home:
+        env = new_user_environment(home)
+        port = env["PREFECT_SERVER_API_PORT"]
+        server = subprocess.Popen(
+            [sys.executable, "-m", "nexusflow", "server"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            assert server.stdout is not None
+            assert server.stdout.readline() == f"export PREFECT_API_URL=http://127.0.0.1:{port}/api\n"
+            started = time.monotonic()
+            done = nexusflow("demo", env=env)
+            seconds = time.monotonic() - started
+            server.terminate()
+            status = server.wait(timeout=60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # left over only if the test failed
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"nexusflow: using the Prefect server running at http://127.0.0.1:{port}/api" in done.stderr
+    assert "Starting temporary server" not in done.stderr
+    assert f"See it in the Prefect UI: http://127.0.0.1:{port}/runs/flow-run/" in done.stderr
+    assert status == 0, "SIGTERM stops the server, passed on to it"
+    print(f"demo against a running server: {seconds:.1f}s")
+
+
+def test_an_acp_command_given_as_a_venv_interpreter_keeps_its_venv():
+    """The stored command of a session stays the path given: resolving the symlink of
+    ``.venv/bin/python`` would run the base interpreter, without the venv's packages."""
+    from pathlib import Path
+
+    from nexusflow.cli.invocation import absolute_command
+
+    venv_python = Path(sys.executable)
+    assert venv_python.is_symlink(), "the tests run from a venv"
+    assert absolute_command(str(venv_python)) == str(venv_python)
