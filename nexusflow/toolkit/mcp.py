@@ -13,20 +13,18 @@ import threading
 from collections import deque
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx2
-from mcp import Client, StdioServerParameters
-from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, EmbeddedResource, ImageContent, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._env import expand, expand_all
 from .._secrets import get_logger, redact
 from ..errors import McpCallError, McpServerError, ToolkitError, describe
 from ..messages import FunctionSpec, ToolResult, ToolSpec
+
+if TYPE_CHECKING:  # the MCP SDK costs ~0.4 s to import: only runs with an MCP server pay it
+    from mcp import Client
+    from mcp_types import CallToolResult
 
 logger = get_logger("nexusflow.mcp")
 
@@ -115,6 +113,8 @@ class _StderrTap:
 
 
 def _render(result: CallToolResult) -> str:
+    from mcp_types import EmbeddedResource, ImageContent, TextContent
+
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, TextContent):
@@ -155,6 +155,9 @@ class McpTool:
 
 def _transport(name: str, server: StdioServer | RemoteServer, stack: AsyncExitStack) -> Any:
     if isinstance(server, StdioServer):
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
         tap = _StderrTap(name)
         stack.callback(tap.close)
         params = StdioServerParameters(
@@ -167,7 +170,12 @@ def _transport(name: str, server: StdioServer | RemoteServer, stack: AsyncExitSt
     url = expand(server.url)
     headers = expand_all(server.headers)
     if server.type == "sse":
+        from mcp.client.sse import sse_client
+
         return sse_client(url, headers=headers, timeout=server.startup_timeout), None
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(server.startup_timeout, read=server.timeout))
     stack.push_async_callback(http.aclose)
     return streamable_http_client(url, http_client=http), None
@@ -179,6 +187,8 @@ async def connect_server(name: str, server: StdioServer | RemoteServer, stack: A
     server_stack = AsyncExitStack()
     tap = None
     try:
+        from mcp import Client
+
         transport, tap = _transport(name, server, server_stack)
         client = Client(transport, read_timeout_seconds=server.startup_timeout, cache=None)
         await server_stack.enter_async_context(client)
