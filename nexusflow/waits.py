@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import anyio
@@ -26,18 +28,27 @@ from prefect.events.filters import EventAnyResourceFilter, EventFilter, EventNam
 from prefect.exceptions import FlowPauseTimeout
 from prefect.flow_runs import apause_flow_run, aresume_flow_run, asuspend_flow_run
 from prefect.input import RunInput
+from prefect.logging.loggers import flow_run_logger
+from prefect.settings import get_current_settings
 from prefect.states import Running
 from pydantic import Field
 
+from ._secrets import redact
 from .messages import Answer, Request
 
 
 class AnswerForm(RunInput):
-    """The form a person fills in, in the Prefect UI or with ``nexusflow answer``."""
+    """The form a person fills in, in the Prefect UI or with ``nexusflow answer``. The
+    decision has no default, so submitting the form untouched is refused, never a deny."""
 
-    approve: bool = Field(default=False, description="Let the call go on.")
+    decision: Literal["approve", "deny"] = Field(description="Approve: the call goes on. Deny: the model is told no.")
     data: str = Field(default="", description="Optional JSON handed to the tool with the answer.")
     reason: str = Field(default="", description="Optional: why.")
+
+    @property
+    def approve(self) -> bool:
+        """Whether the decision is to approve (the form's field until ``decision`` replaced it)."""
+        return self.decision == "approve"
 
     def to_answer(self, request_id: str) -> Answer:
         data = json.loads(self.data) if self.data.strip() else None
@@ -58,7 +69,49 @@ def describe_request(request: Request) -> str:
 
 
 def _form(request: Request) -> type[AnswerForm]:
-    return AnswerForm.with_initial_data(description=describe_request(request), approve=False)
+    return AnswerForm.with_initial_data(description=describe_request(request))
+
+
+def _flow_run_page(flow_run_id: str) -> str:
+    """Where to answer in the Prefect UI: the flow run's page (its address when the UI's
+    is known; an ephemeral server has none)."""
+    ui_url = get_current_settings().ui_url
+    page = "the flow run's page in the Prefect UI"
+    return f"{page} ({ui_url}/runs/flow-run/{flow_run_id})" if ui_url else page
+
+
+class _WaitsAreNotErrors(logging.Filter):
+    """Prefect's async flow engine logs ``Finished in state Suspended(...)`` (or
+    ``Paused``) at ERROR, as for any state that is not Completed; a run waiting for an
+    answer is healthy, so exactly that line is lowered to INFO."""
+
+    finished = re.compile(r"Finished in state (Suspended|Paused)\(")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO and self.finished.match(str(record.msg)):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+_waits_are_not_errors = _WaitsAreNotErrors()
+
+
+def _announce(request: Request) -> None:
+    """Say in the flow run's log, at INFO, how to answer, and keep Prefect's closing line
+    of a suspended run at INFO too."""
+    logging.getLogger("prefect.flow_runs").addFilter(_waits_are_not_errors)  # adding it twice is a no-op
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    flow_run_id = str(context.flow_run.id)
+    flow_run_logger(context.flow_run).info(
+        "waiting for an answer to %s (request %s): approve or deny it on %s, "
+        "or run: nexusflow answer %s --approve|--deny",
+        redact(request.prompt),
+        request.id,
+        _flow_run_page(flow_run_id),
+        flow_run_id,
+    )
 
 
 def _pause_key(request: Request) -> str:
@@ -76,6 +129,7 @@ class PrefectPause:
         self.poll_interval = poll_interval
 
     async def __call__(self, request: Request) -> Answer:
+        _announce(request)
         try:
             form = await apause_flow_run(
                 wait_for_input=_form(request),
@@ -111,6 +165,7 @@ class DeploymentSuspension:
         self.timeout = timeout
 
     async def __call__(self, request: Request) -> Answer:
+        _announce(request)
         form = await asuspend_flow_run(
             wait_for_input=_form(request),
             timeout=round(self.timeout) if self.timeout else None,
@@ -212,5 +267,9 @@ class Polling:
 
 async def answer_flow_run(flow_run_id: str, *, approve: bool, data: Any = None, reason: str | None = None) -> None:
     """Answer a paused or suspended run from any process (what ``nexusflow answer`` does)."""
-    run_input = {"approve": approve, "data": json.dumps(data) if data is not None else "", "reason": reason or ""}
+    run_input = {
+        "decision": "approve" if approve else "deny",
+        "data": json.dumps(data) if data is not None else "",
+        "reason": reason or "",
+    }
     await aresume_flow_run(UUID(flow_run_id), run_input=run_input)

@@ -11,6 +11,8 @@ import anyio
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+from prefect.settings import get_current_settings
+from test_run_report import logs
 
 from nexusflow import (
     EventWait,
@@ -94,7 +96,7 @@ async def test_pause_approved_with_resume_flow_run_from_another_process(session_
     def answer(flow_run_id: str) -> None:
         code = (
             "import sys; from uuid import UUID; from prefect.flow_runs import resume_flow_run; "
-            "resume_flow_run(UUID(sys.argv[1]), run_input={'approve': True, 'data': '\"by resume_flow_run\"'})"
+            "resume_flow_run(UUID(sys.argv[1]), run_input={'decision': 'approve', 'data': '\"by resume_flow_run\"'})"
         )
         child(sys.executable, "-c", code, flow_run_id)
 
@@ -119,6 +121,73 @@ async def test_pause_answered_with_the_command(session_id):
     denied = await run_answered_by(session_id + "-deny", PrefectPause(timeout=120, poll_interval=1), deny)
     assert denied.text == "declined: May I release 1.2?"
     assert ran == ["1.2"]
+
+
+async def test_an_untouched_form_is_refused_and_the_log_says_how_to_answer(session_id):
+    ran.clear()
+
+    def answer(flow_run_id: str) -> None:
+        code = (
+            "import sys; from uuid import UUID; from prefect.flow_runs import resume_flow_run; "
+            "resume_flow_run(UUID(sys.argv[1]), run_input={'data': '', 'reason': ''})"
+        )
+        untouched = subprocess.run(
+            [sys.executable, "-c", code, flow_run_id],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=os.environ.copy(),
+        )
+        assert untouched.returncode == 1
+        assert "Cannot resume this run" in untouched.stderr
+        assert "'decision' is a required property" in untouched.stderr
+        child(sys.executable, "-m", "nexusflow", "answer", flow_run_id, "--approve")
+
+    result = await run_answered_by(session_id, PrefectPause(timeout=120, poll_interval=1), answer)
+    assert result.text == "released 1.2 (None)", "answered once, by the explicit approval"
+    run_id = result.flow_run_id
+    page = f"{get_current_settings().ui_url}/runs/flow-run/{run_id}"
+    hint = (
+        f"waiting for an answer to May I release 1.2? (request {session_id}.0.0): approve or deny it on the flow "
+        f"run's page in the Prefect UI ({page}), or run: nexusflow answer {run_id} --approve|--deny"
+    )
+    lines = await logs(run_id, "Finished in state")
+    assert (20, hint) in lines
+    assert not [message for level, message in lines if level >= 40]
+
+
+async def test_a_suspended_job_says_how_to_answer_and_logs_no_error(session_id):
+    """A deployment's run, started as a process worker starts it (``prefect.flow_engine``)."""
+    from nexusflow.flows.job import agent_job
+
+    async with get_client() as client:
+        deployment_id = await client.create_deployment(
+            flow_id=await client.create_flow(agent_job),
+            name=session_id,
+            entrypoint="nexusflow.flows.job:agent_job",
+            parameters={
+                "prompt": 'call current_temperature {"city": "Lisbon"}',
+                "tools": ["nexusflow.demo:TOOLS"],
+                "approval": ["current_temperature"],
+                "wait": "suspend",
+                "session_id": session_id,
+            },
+        )
+        run = await client.create_flow_run_from_deployment(deployment_id)
+    engine = [sys.executable, "-m", "prefect.flow_engine", "nexusflow.flows.job:agent_job"]
+    await anyio.to_thread.run_sync(
+        lambda: subprocess.run(engine, timeout=300, env={**os.environ, "PREFECT__FLOW_RUN_ID": str(run.id)})
+    )
+    async with get_client() as client:
+        state = (await client.read_flow_run(run.id)).state
+    assert state is not None and state.name == "Suspended"
+
+    lines = await logs(str(run.id), "Finished in state Suspended")
+    finished = [level for level, message in lines if message.startswith("Finished in state Suspended(")]
+    assert finished == [20], "Prefect's closing line of the flow run, lowered from ERROR"
+    hints = [message for level, message in lines if level == 20 and message.startswith("waiting for an answer")]
+    assert len(hints) == 1 and hints[0].endswith(f"or run: nexusflow answer {run.id} --approve|--deny")
+    assert not [message for level, message in lines if level >= 40]
 
 
 async def test_a_pause_that_times_out_is_expired(session_id):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+import anyio
 from prefect import flow, get_run_logger
-from prefect.artifacts import acreate_markdown_artifact
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
 from prefect.utilities.annotations import quote
@@ -19,16 +18,7 @@ from .._secrets import redact
 from .._storage import step_storage
 from ..errors import NexusflowError, PrefectApiError, StorageError, describe, unwrap
 from ..memory import SessionRecord, read_inputs
-from ..messages import (
-    AssistantMessage,
-    Message,
-    ModelRequest,
-    RunResult,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
+from ..messages import ModelRequest, RunResult, ToolCall
 from ..suspension import Suspended
 from ..tasks import (
     ToolRecord,
@@ -40,7 +30,9 @@ from ..tasks import (
 )
 from ..tasks.keys import step_key
 from ..transports import SessionTransport
+from . import notify
 from .loop import LoopState, drive, opening_messages
+from .report import Progress, publish
 from .steps import Steps
 from .steps import settle as settle_call
 
@@ -49,23 +41,6 @@ def preview(prompt: str, limit: int = 500) -> str:
     """What the UI shows of a prompt: flow-run parameters are capped at 512 KB by Prefect,
     so the prompt itself travels by reference (see ``SessionRecord``)."""
     return prompt if len(prompt) <= limit else prompt[:limit] + f"... ({len(prompt)} characters)"
-
-
-def _transcript(messages: list[Message]) -> str:
-    lines: list[str] = []
-    for message in messages:
-        if isinstance(message, SystemMessage | UserMessage):
-            lines.append(f"**{message.role}**\n\n{message.content}")
-        elif isinstance(message, AssistantMessage):
-            calls = "".join(f"\n- `{c.name}({c.arguments})` ({c.id})" for c in message.tool_calls or [])
-            lines.append(f"**assistant**\n\n{message.content or ''}{calls}")
-        elif isinstance(message, ToolMessage):
-            lines.append(f"**tool** ({message.tool_call_id})\n\n```\n{message.content}\n```")
-    return "\n\n---\n\n".join(lines)
-
-
-def _artifact_key(session_id: str) -> str:
-    return "transcript-" + (re.sub(r"[^a-z0-9-]+", "-", session_id.lower()).strip("-") or "run")
 
 
 @flow(name="agent_run", flow_run_name="agent-{session_id}", validate_parameters=True)
@@ -84,6 +59,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         toolkit=toolkit, policies=options.policies, before_tool=options.before_tool, after_tool=options.after_tool
     )
     steps = Steps(session_id, await step_storage(), tools, options.task_config)
+    progress = Progress(session_id, options.max_turns)
 
     def result(status: Literal["completed", "pending", "failed"], **fields: Any) -> RunResult:
         return RunResult(
@@ -101,21 +77,39 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         logger.info(
             "turn %d%s: %s", step, " (replayed)" if replayed else "", f"calls {calls}" if calls else "final answer"
         )
+        await progress.turn_done(step + 1)
         return record, replayed
 
     async def call(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
-        return await steps.tool(step, index, tool)
+        record, replayed = await steps.tool(step, index, tool)
+        if record.result.is_error and not replayed:
+            notify.tool_failed(session_id, run_id, step, tool, record.result.content)
+        return record, replayed
 
     async def settle(
         step: int, index: int, tool: ToolCall, record: ToolRecord, replayed: bool
     ) -> tuple[ToolRecord, bool]:
         if record.result.pending is None:
             return record, replayed
+        if not replayed:
+            # The request as settle_call completes it (flows/steps.py).
+            request = record.result.pending.model_copy(
+                update={"id": f"{session_id}.{step}.{index}", "tool": tool.name, "arguments": tool.arguments}
+            )
+            answer = notify.answer_command(options.wait_for, session_id, run_id)
+            notify.suspension_requested(session_id, run_id, request, answer)
         return await settle_call(pending, steps, step, index, tool, record), replayed
 
     async def call_and_settle(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
         record, replayed = await call(step, index, tool)
         return await settle(step, index, tool, record, replayed)
+
+    async def ended(outcome: RunResult) -> None:
+        """The run's artifacts and event, whichever way it ended."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(publish, outcome, steps.entries)
+            group.start_soon(progress.finish, outcome)
+        notify.run_ended(outcome)
 
     async def remember(kind: str, inputs: dict[str, object], produce: Callable[[], Awaitable[str]]) -> tuple[str, bool]:
         key = step_key(session_id, 0, kind, 0, inputs)
@@ -152,19 +146,26 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                     emit=pending.emit,
                 )
     except Exception as exc:
-        await _publish(session_id, state.messages)
         waiting = unwrap(exc)
         if isinstance(waiting, Suspended):
-            logger.info("run pending: %s (request %s)", redact(waiting.request.prompt), waiting.request.id)
+            logger.info(
+                "run pending: %s (request %s); answer with: %s",
+                redact(waiting.request.prompt),
+                waiting.request.id,
+                notify.answer_command(None, session_id, run_id),
+            )
             outcome = result("pending", request=waiting.request)
+            await ended(outcome)
             return Completed(name="AwaitingAnswer", message=str(waiting), data=outcome)  # type: ignore[return-value]
         # The Prefect API's passing trouble reads "prefect: ...", which the client retries.
         error = describe(PrefectApiError(waiting)) if is_transient(waiting) else describe(exc)
         logger.error("run failed: %s", error, exc_info=not isinstance(waiting, NexusflowError))
         outcome = result("failed", error=error)
+        await ended(outcome)
         return Failed(message=outcome.error, data=outcome)  # type: ignore[return-value]
-    await _publish(session_id, state.messages)
-    return result("completed", text=text)
+    outcome = result("completed", text=text)
+    await ended(outcome)
+    return outcome
 
 
 async def _inputs(session_id: str, reference: str | None, prompt: str) -> SessionRecord:
@@ -176,9 +177,3 @@ async def _inputs(session_id: str, reference: str | None, prompt: str) -> Sessio
     if record is None:
         raise StorageError(f'storage: the inputs "{reference}" of session "{session_id}" are not in result storage')
     return record
-
-
-async def _publish(session_id: str, messages: list[Message]) -> None:
-    await acreate_markdown_artifact(
-        key=_artifact_key(session_id), markdown=redact(_transcript(messages)), description="Transcript of the agent run"
-    )

@@ -1,0 +1,80 @@
+"""The Prefect events a run emits, so an Automation can act on them ("notify me when a run
+waits for approval"). Each is about the session (``nexusflow.session.<id>``), related to
+its flow run and, for a tool's events, to the tool (``nexusflow.tool.<name>``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.events import emit_event
+
+from .._secrets import redact
+from ..messages import Request, RunResult, ToolCall
+from ..waits import DeploymentSuspension, PrefectPause
+
+LIMIT = 2000
+"""Characters of a tool's arguments or error carried in an event."""
+
+
+def clip(text: str, limit: int = LIMIT) -> str:
+    """``text`` redacted and cut at ``limit`` characters, saying how long it was."""
+    text = redact(text)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def answer_command(wait_for: object, session_id: str, flow_run_id: str) -> str | None:
+    """The command that answers a request under this ``wait_for``: the paused or suspended
+    flow run's, or (no ``wait_for``: the run ends pending) the session's; none for a wait
+    the world answers (an event, a condition)."""
+    if isinstance(wait_for, PrefectPause | DeploymentSuspension):
+        return f"nexusflow answer {flow_run_id} --approve|--deny"
+    if wait_for is None:
+        return f"nexusflow run --session {session_id} --answer approve|deny"
+    return None
+
+
+def run_ended(result: RunResult) -> None:
+    """``nexusflow.run.completed``, ``.failed`` or ``.pending``."""
+    payload: dict[str, Any] = {
+        "status": result.status,
+        "error": result.error,
+        "metrics": result.metrics.model_dump(mode="json"),
+    }
+    if result.request is not None:
+        payload["request"] = _request(result.request)
+    _emit(f"nexusflow.run.{result.status}", result.session_id, result.flow_run_id, None, payload)
+
+
+def tool_failed(session_id: str, flow_run_id: str, step: int, call: ToolCall, error: str) -> None:
+    payload = {"step": step, "tool": call.name, "arguments": clip(call.arguments), "error": clip(error)}
+    _emit("nexusflow.tool.failed", session_id, flow_run_id, call.name, payload)
+
+
+def suspension_requested(session_id: str, flow_run_id: str, request: Request, answer: str | None) -> None:
+    _emit(
+        "nexusflow.suspension.requested",
+        session_id,
+        flow_run_id,
+        request.tool,
+        {**_request(request), "answer": answer},
+    )
+
+
+def _request(request: Request) -> dict[str, Any]:
+    return {
+        "id": request.id,
+        "kind": request.kind,
+        "prompt": redact(request.prompt),
+        "tool": request.tool,
+        "arguments": clip(request.arguments or ""),
+    }
+
+
+def _emit(event: str, session_id: str, flow_run_id: str | None, tool: str | None, payload: dict[str, Any]) -> None:
+    related = []
+    if flow_run_id:
+        related.append({"prefect.resource.id": f"prefect.flow-run.{flow_run_id}", "prefect.resource.role": "flow-run"})
+    if tool:
+        related.append({"prefect.resource.id": f"nexusflow.tool.{tool}", "prefect.resource.role": "tool"})
+    resource = {"prefect.resource.id": f"nexusflow.session.{session_id}", "prefect.resource.name": session_id}
+    emit_event(event, resource=resource, related=related, payload=payload)

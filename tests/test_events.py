@@ -1,0 +1,182 @@
+"""The Prefect events a run emits, read back from the session's server, and the README's
+Automation ("tell me when a run waits for approval") firing on one of them."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import anyio
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.events import Event
+from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+from nexusflow import Answer, ScriptedModel, Toolkit, create_in_process_client, current_answer, suspend, tool
+
+pytestmark = pytest.mark.anyio
+README = Path(__file__).parent.parent / "README.md"
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up; there is no Atlantis."""
+    raise LookupError(f"no such city: {city}")
+
+
+@tool
+def launch(rocket: str) -> str:
+    """Launches, after approval."""
+    if current_answer() is None:
+        return suspend(f"May I launch {rocket}?")
+    return f"launched {rocket}"
+
+
+async def events_of(session_id: str, expected: int, timeout: float = 60) -> list[Event]:
+    """The session's nexusflow events, oldest first, once ``expected`` of them are stored."""
+    wanted = EventFilter(
+        event=EventNameFilter(prefix=["nexusflow."]),
+        resource=EventResourceFilter(id=[f"nexusflow.session.{session_id}"]),
+    )
+    deadline = time.monotonic() + timeout
+    async with get_client() as client:
+        while True:
+            page = await client.read_events(filter=wanted, limit=50)
+            if len(page.events) >= expected or time.monotonic() > deadline:
+                return sorted(page.events, key=lambda event: event.occurred)
+            await anyio.sleep(0.5)
+
+
+def related(event: Event) -> dict[str, str]:
+    return {resource.role: resource.id for resource in event.related if resource.role in ("flow-run", "tool")}
+
+
+async def test_a_run_that_waits_then_completes_emits_each_event_once(session_id):
+    model = ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    {"name": "lookup", "arguments": {"city": "Atlantis"}},
+                    {"name": "launch", "arguments": {"rocket": "R1"}},
+                ]
+            }
+        ]
+    )
+    async with await Toolkit.load(tools=[lookup, launch]) as toolkit:
+        first = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+        assert first.status == "pending", first.error
+        resumed = await create_in_process_client(ScriptedModel(["done"])).resume(
+            session_id, Answer(id=first.request.id, ok=True), toolkit
+        )
+    assert resumed.status == "completed", resumed.error
+
+    events = await events_of(session_id, expected=4)
+    assert [event.event for event in events] == [
+        "nexusflow.tool.failed",
+        "nexusflow.suspension.requested",
+        "nexusflow.run.pending",
+        "nexusflow.run.completed",
+    ], "the replayed error and suspension of the resumed run emit nothing again"
+    for event in events:
+        assert event.resource.id == f"nexusflow.session.{session_id}"
+        assert event.resource.name == session_id
+    failed, requested, pending, completed = events
+
+    assert related(failed) == {"flow-run": f"prefect.flow-run.{first.flow_run_id}", "tool": "nexusflow.tool.lookup"}
+    assert failed.payload == {
+        "step": 0,
+        "tool": "lookup",
+        "arguments": '{"city": "Atlantis"}',
+        "error": 'error: tool "lookup" raised LookupError: no such city: Atlantis',
+    }
+
+    assert related(requested) == {"flow-run": f"prefect.flow-run.{first.flow_run_id}", "tool": "nexusflow.tool.launch"}
+    assert requested.payload == {
+        "id": f"{session_id}.0.1",
+        "kind": "approval",
+        "prompt": "May I launch R1?",
+        "tool": "launch",
+        "arguments": '{"rocket": "R1"}',
+        "answer": f"nexusflow run --session {session_id} --answer approve|deny",
+    }
+
+    assert related(pending) == {"flow-run": f"prefect.flow-run.{first.flow_run_id}"}
+    assert pending.payload["status"] == "pending" and pending.payload["error"] is None
+    assert pending.payload["metrics"]["turns"] == 1
+    assert pending.payload["request"]["id"] == f"{session_id}.0.1"
+    assert pending.payload["request"]["prompt"] == "May I launch R1?"
+
+    assert related(completed) == {"flow-run": f"prefect.flow-run.{resumed.flow_run_id}"}
+    assert completed.payload["status"] == "completed" and "request" not in completed.payload
+    assert completed.payload["metrics"]["replayed_turns"] == 1
+    assert completed.payload["metrics"]["replayed_tool_calls"] == 2
+
+
+async def test_a_failed_run_emits_its_error(session_id):
+    model = ScriptedModel([{"tool_calls": [{"name": "launch", "arguments": {"rocket": "R2"}}]}] * 2)
+    async with await Toolkit.load(tools=[launch]) as toolkit:
+        client = create_in_process_client(model, max_turns=1)
+        result = await client.run("go", toolkit, session_id=session_id)
+    assert result.status == "failed"
+    (event,) = await events_of(session_id, expected=1)
+    assert event.event == "nexusflow.run.failed"
+    assert event.payload["status"] == "failed" and event.payload["error"] == result.error
+    assert event.payload["metrics"]["turns"] == 1
+
+
+def readme_automation() -> str:
+    """The README's automation, as a user copies it."""
+    found = re.search(r"<!-- approval-automation -->\n```python\n(.*?)```", README.read_text(), re.DOTALL)
+    assert found, "README.md has no block marked approval-automation"
+    return found.group(1)
+
+
+class Inbox(BaseHTTPRequestHandler):
+    received: ClassVar[list[dict]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Inbox.received.append(json.loads(body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_the_readme_automation_notifies_when_a_run_waits(session_id):
+    inbox = HTTPServer(("127.0.0.1", 0), Inbox)
+    threading.Thread(target=inbox.serve_forever, daemon=True).start()
+    snippet = readme_automation().replace(
+        "https://chat.example.com/hooks/approvals", f"http://127.0.0.1:{inbox.server_port}/approvals"
+    )
+    try:
+        created = subprocess.run(
+            [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=300, env=os.environ.copy()
+        )
+        assert created.returncode == 0, created.stderr[-3000:]
+
+        model = ScriptedModel([{"tool_calls": [{"name": "launch", "arguments": {"rocket": "R3"}}]}])
+        async with await Toolkit.load(tools=[launch]) as toolkit:
+            result = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+        assert result.status == "pending"
+
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not any(session_id in str(item) for item in Inbox.received):
+            await anyio.sleep(0.5)
+        (notice,) = [item for item in Inbox.received if session_id in str(item)]
+        assert notice == {
+            "text": f"Approval needed: May I launch R3? (session {session_id}); "
+            f"answer with: nexusflow run --session {session_id} --answer approve|deny"
+        }
+    finally:
+        inbox.shutdown()
+        async with get_client() as client:
+            for automation in await client.read_automations_by_name("nexusflow: a run waits for approval"):
+                await client.delete_automation(automation.id)

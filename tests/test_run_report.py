@@ -1,0 +1,165 @@
+"""What a run's flow run shows beside its task runs: the summary artifact (every step and
+the metrics), the progress artifact, and the log line saying how to answer a pending run;
+read back from the session's Prefect server."""
+
+import time
+from uuid import UUID
+
+import anyio
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, LogFilter, LogFilterFlowRunId
+from prefect.client.schemas.objects import Artifact
+
+from nexusflow import ScriptedModel, Toolkit, create_in_process_client, suspend, tool
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up; there is no Atlantis."""
+    if city == "Atlantis":
+        raise LookupError("no such city")
+    return f"{city}: 12 C"
+
+
+@tool
+async def progress_now(key: str) -> str:
+    """What the run's progress artifact says right now (the run reads its own page)."""
+    async with get_client() as client:
+        found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    return f"{found[0].data}% {found[0].description}"
+
+
+@tool
+async def slow() -> str:
+    """Takes longer than the progress artifact's update interval."""
+    await anyio.sleep(1.2)
+    return "slept"
+
+
+@tool
+def launch() -> str:
+    """Asks first."""
+    return suspend("May I launch?")
+
+
+def slug(session_id: str) -> str:
+    return session_id.lower().replace("_", "-")
+
+
+async def artifact(key: str, flow_run_id: str) -> Artifact:
+    async with get_client() as client:
+        found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    mine = [item for item in found if str(item.flow_run_id) == flow_run_id]
+    assert len(mine) == 1, [(item.key, item.flow_run_id) for item in found]
+    return mine[0]
+
+
+async def logs(flow_run_id: str, needle: str, timeout: float = 30) -> list[tuple[int, str]]:
+    """The flow run's log lines (level, message), once one contains ``needle``."""
+    deadline = time.monotonic() + timeout
+    async with get_client() as client:
+        while True:
+            found = await client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[UUID(flow_run_id)]))
+            )
+            lines = [(log.level, log.message) for log in found]
+            if any(needle in message for _, message in lines) or time.monotonic() > deadline:
+                return lines
+            await anyio.sleep(0.5)
+
+
+async def test_the_summary_lists_every_step_and_the_metrics(session_id):
+    model = ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    {"name": "lookup", "arguments": {"city": "Oslo"}},
+                    {"name": "lookup", "arguments": {"city": "Atlantis"}},
+                ]
+            },
+            "Oslo is 12 C; Atlantis is not a city.",
+        ]
+    )
+    async with await Toolkit.load(tools=[lookup]) as toolkit:
+        result = await create_in_process_client(model).run("weather?", toolkit, session_id=session_id)
+    assert result.status == "completed", result.error
+
+    summary = await artifact(f"summary-{slug(session_id)}", result.flow_run_id)
+    assert summary.type == "markdown"
+    markdown = str(summary.data)
+    assert "| # | kind | step | status | seconds | replayed |" in markdown
+    for row in (
+        "| status | completed |",
+        "| turns | 2 |",
+        "| tool calls | 2 |",
+        "| tool errors | 1 |",
+        "| suspensions | 0 |",
+        "| replayed turns | 0 |",
+        "| launches | 0 |",
+    ):
+        assert row in markdown, row
+    steps = [line.split(" | ")[1:5] for line in markdown.splitlines() if line.startswith("| ") and " | no |" in line]
+    # The rows come from Steps.entries, filled by the task level (names, state names).
+    assert sorted(step[:3] for step in steps) == [
+        ["tool", "tool-0-lookup", "Completed"],
+        ["tool", "tool-0-lookup-2", "ToolError"],
+        ["turn", "turn-0", "Completed"],
+        ["turn", "turn-1", "Completed"],
+    ]
+
+    transcript = await artifact(f"transcript-{slug(session_id)}", result.flow_run_id)
+    assert "Oslo is 12 C" in str(transcript.data)
+
+
+async def test_the_progress_artifact_follows_the_turns(session_id):
+    key = f"progress-{slug(session_id)}"
+    model = ScriptedModel(
+        [
+            {"tool_calls": [{"name": "slow", "arguments": {}}]},
+            {"tool_calls": [{"name": "progress_now", "arguments": {"key": key}}]},
+            lambda request: request.messages[-1].content,
+        ]
+    )
+    async with await Toolkit.load(tools=[slow, progress_now]) as toolkit:
+        result = await create_in_process_client(model, max_turns=10).run("go", toolkit, session_id=session_id)
+    assert result.status == "completed", result.error
+    assert result.text == "20% 2 of at most 10 turns", "updated after turn-1, a second after the start"
+
+    progress = await artifact(key, result.flow_run_id)
+    assert progress.type == "progress"
+    assert progress.data == 100.0
+    assert progress.description == "3 of at most 10 turns, completed"
+
+
+async def test_a_failed_run_has_its_summary_and_progress(session_id):
+    model = ScriptedModel([{"tool_calls": [{"name": "lookup", "arguments": {"city": "Oslo"}}]}] * 3)
+    async with await Toolkit.load(tools=[lookup]) as toolkit:
+        result = await create_in_process_client(model, max_turns=2).run("loop", toolkit, session_id=session_id)
+    assert result.status == "failed"
+
+    markdown = str((await artifact(f"summary-{slug(session_id)}", result.flow_run_id)).data)
+    assert "| status | failed |" in markdown
+    assert f"| error | {result.error} |" in markdown
+    progress = await artifact(f"progress-{slug(session_id)}", result.flow_run_id)
+    assert progress.data == 100.0 and progress.description == "2 of at most 2 turns, failed"
+
+
+async def test_a_pending_run_says_how_to_answer_it(session_id):
+    model = ScriptedModel([{"tool_calls": [{"name": "launch", "arguments": {}}]}, "launched"])
+    async with await Toolkit.load(tools=[launch]) as toolkit:
+        result = await create_in_process_client(model, max_turns=4).run("go", toolkit, session_id=session_id)
+    assert result.status == "pending"
+
+    markdown = str((await artifact(f"summary-{slug(session_id)}", result.flow_run_id)).data)
+    assert "| status | pending |" in markdown and "| waiting for | May I launch? |" in markdown
+    progress = await artifact(f"progress-{slug(session_id)}", result.flow_run_id)
+    assert progress.data == 25.0 and progress.description == "1 of at most 4 turns, pending"
+
+    hint = f"answer with: nexusflow run --session {session_id} --answer approve|deny"
+    lines = await logs(result.flow_run_id, hint)
+    said = [(level, message) for level, message in lines if hint in message]
+    assert said == [(20, f"run pending: May I launch? (request {session_id}.0.0); {hint}")]
+    assert not [message for level, message in lines if level >= 40], "a pending run logs no ERROR"
