@@ -80,7 +80,7 @@ async def test_three_turns_with_parallel_calls(session_id):
 
     runs = await task_runs(result.flow_run_id, expected=6)
     assert sorted(run.name for run in runs) == sorted(
-        ["turn-0", "tool-0-lookup", "turn-1", "tool-1-together", "tool-1-together", "turn-2"]
+        ["turn-0", "tool-0-lookup", "turn-1", "tool-1-together", "tool-1-together-2", "turn-2"]
     )
     assert all(run.state.is_completed() for run in runs)
     recorded = await flow_run(result.flow_run_id)

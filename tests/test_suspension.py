@@ -88,6 +88,7 @@ async def test_without_wait_for_the_run_ends_pending_and_resumes_in_a_new_proces
     assert first.request.prompt == "May I delete every file matching *.tmp?"
     assert first.request.tool == "delete_files" and first.request.arguments == '{"pattern": "*.tmp"}'
     assert not (tmp_path / "deleted").exists()
+    assert (first.metrics.turns, first.metrics.tool_calls, first.metrics.suspensions) == (1, 1, 1), first.metrics
 
     resumed = subprocess.run(
         [sys.executable, str(HELPERS / "pending_run.py"), "resume", session_id, str(tmp_path), "yes"],

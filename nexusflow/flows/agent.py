@@ -33,7 +33,7 @@ from ..transports import SessionTransport
 from . import notify
 from .loop import LoopState, drive, opening_messages
 from .report import Progress, publish
-from .steps import Steps
+from .steps import Steps, asked
 from .steps import settle as settle_call
 
 
@@ -73,10 +73,9 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
 
     async def turn(step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
         record, replayed = await steps.turn(step, request)
-        calls = ", ".join(call.name for call in record.reply.tool_calls)
-        logger.info(
-            "turn %d%s: %s", step, " (replayed)" if replayed else "", f"calls {calls}" if calls else "final answer"
-        )
+        if replayed:  # a live turn logs what it decided in its own task run
+            calls = ", ".join(call.name for call in record.reply.tool_calls)
+            logger.info("turn %d replayed: %s", step, f"calls {calls}" if calls else "final answer")
         await progress.turn_done(step + 1)
         return record, replayed
 
@@ -92,12 +91,8 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         if record.result.pending is None:
             return record, replayed
         if not replayed:
-            # The request as settle_call completes it (flows/steps.py).
-            request = record.result.pending.model_copy(
-                update={"id": f"{session_id}.{step}.{index}", "tool": tool.name, "arguments": tool.arguments}
-            )
             answer = notify.answer_command(options.wait_for, session_id, run_id)
-            notify.suspension_requested(session_id, run_id, request, answer)
+            notify.suspension_requested(session_id, run_id, asked(session_id, step, index, tool, record), answer)
         return await settle_call(pending, steps, step, index, tool, record), replayed
 
     async def call_and_settle(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:

@@ -92,11 +92,31 @@ def _count_turn(metrics: RunMetrics, record: TurnRecord, replayed: bool) -> None
 def _count_tool(metrics: RunMetrics, record: ToolRecord, replayed: bool) -> None:
     metrics.tool_calls += 1
     metrics.tool_errors += record.result.is_error
-    metrics.suspensions += record.suspended
+    metrics.suspensions += record.suspended or record.result.pending is not None
     if replayed:
         metrics.replayed_tool_calls += 1
     else:
         metrics.tool_seconds += record.seconds
+
+
+async def _settle_all(
+    metrics: RunMetrics,
+    step: int,
+    calls: list[ToolCall],
+    results: list[tuple[ToolRecord, bool]],
+    settle: SettleStep,
+) -> list[tuple[ToolRecord, bool]]:
+    """The turn's calls settled in call order. A run that ends here (pending, or failed)
+    still counts every call of the turn that ran."""
+    settled: list[tuple[ToolRecord, bool]] = []
+    try:
+        for index, (call, (record, replayed)) in enumerate(zip(calls, results, strict=True)):
+            settled.append(await settle(step, index, call, record, replayed))
+    except BaseException:
+        for record, replayed in [*settled, *results[len(settled) :]]:
+            _count_tool(metrics, record, replayed)
+        raise
+    return settled
 
 
 async def drive(
@@ -131,10 +151,7 @@ async def drive(
             send(ToolCallStarted(step=step, call=call))
         results = await _run_calls(step, reply.tool_calls, run_tool)
         if settle is not None:
-            results = [
-                await settle(step, index, call, record, replayed)
-                for index, (call, (record, replayed)) in enumerate(zip(reply.tool_calls, results, strict=True))
-            ]
+            results = await _settle_all(state.metrics, step, reply.tool_calls, results, settle)
         for call, (tool_record, tool_replayed) in zip(reply.tool_calls, results, strict=True):
             _count_tool(state.metrics, tool_record, tool_replayed)
             send(ToolCallFinished(step=step, call=call, result=tool_record.result))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,13 +31,15 @@ from ..tasks import (
     wait,
 )
 
+StepKind = Literal["turn", "tool", "suspend", "wait"]
+
 
 @dataclass(frozen=True)
 class StepEntry:
     """One row of the run's step table (the summary artifact, ``nexusflow show``): every
     task run the run started, in the order it finished."""
 
-    kind: Literal["turn", "tool", "suspend", "wait"]
+    kind: StepKind
     name: str
     """The task run's name, as the Prefect UI shows it."""
     status: str
@@ -47,7 +51,12 @@ class StepEntry:
 class Steps:
     """The steps of one run as keyed Prefect tasks. Each key chains the key before it: a
     turn follows the previous turn and hashes only the messages that are new since then; a
-    tool call, a suspension and a wait follow the turn that asked for them."""
+    tool call, a suspension and a wait follow the turn that asked for them.
+
+    Names are for people and keys for replay, so a name never enters a key: the n-th call
+    of one tool in a turn is ``tool-{step}-{name}-{n}`` from n = 2 on (its suspension and
+    wait carry the same suffix), and the call that runs again after an approval ends in
+    ``-approved``. Every step appends its row to ``entries`` as it finishes."""
 
     def __init__(self, session_id: str, storage: WritableFileSystem, tools: ToolRuntime, config: TaskConfig) -> None:
         self.session_id = session_id
@@ -59,9 +68,28 @@ class Steps:
         self.known = 0
         self.turn_key = ""
         self.entries: list[StepEntry] = []
+        self._labels: dict[tuple[int, int, str], str] = {}
+        self._repeats: Counter[tuple[int, str]] = Counter()
 
     def configured(self, task: Any, options: StepOptions) -> Any:
         return _configured(task, self.storage, options)
+
+    def label(self, step: int, index: int, call: ToolCall) -> str:
+        """The call's tool name, with ``-2``, ``-3``... for later calls of the same tool in
+        the turn. A turn's calls are labelled in call order as soon as the turn returns (they
+        then run concurrently); an ACP agent's calls in the order they arrive."""
+        identity = (step, index, call.id)
+        if identity not in self._labels:
+            self._repeats[step, call.name] += 1
+            repeat = self._repeats[step, call.name]
+            self._labels[identity] = call.name if repeat == 1 else f"{call.name}-{repeat}"
+        return self._labels[identity]
+
+    def _record(self, kind: StepKind, name: str, status: str | None, seconds: float) -> bool:
+        """Append the step's row; whether it was replayed."""
+        replayed = status == "Cached"
+        self.entries.append(StepEntry(kind, name, status or "Completed", 0.0 if replayed else seconds, replayed))
+        return replayed
 
     async def turn(self, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
         new = [message.model_dump(mode="json", exclude_none=True) for message in request.messages[self.known :]]
@@ -72,8 +100,11 @@ class Steps:
         task = self.configured(model_turn, self.config.turn)
         assert self.model is not None, "the transport is open before the first turn"
         state = await task(self.session_id, step, key, quote(request), quote(self.model), return_state=True)
-        record, replayed = TurnRecord.model_validate(await state.aresult()), state.name == "Cached"
+        record = TurnRecord.model_validate(await state.aresult())
+        replayed = self._record("turn", f"turn-{step}", state.name, record.seconds)
         check_stored(f"turn-{step}", key, replayed)
+        for index, call in enumerate(record.reply.tool_calls):
+            self.label(step, index, call)
         self.upstream = key
         self.known = len(request.messages)
         return record, replayed
@@ -87,36 +118,44 @@ class Steps:
     ) -> tuple[ToolRecord, bool]:
         key = self.tool_key(step, index, call, answer)
         forget(key)
+        name = f"tool-{step}-{self.label(step, index, call)}" + ("-approved" if answer is not None else "")
         task = self.configured(tool_call, self.config.tool)
-        state = await task(self.session_id, step, index, key, quote(call), quote(self.tools), answer, return_state=True)
-        record, replayed = ToolRecord.model_validate(await state.aresult()), state.name == "Cached"
-        check_stored(f"tool-{step}-{call.name}", key, replayed)
+        state = await task(
+            self.session_id, step, index, key, name, quote(call), quote(self.tools), answer, return_state=True
+        )
+        record = ToolRecord.model_validate(await state.aresult())
+        replayed = self._record("tool", name, state.name, record.seconds)
+        check_stored(name, key, replayed)
         return record, replayed
 
     def asked_key(self, kind: str, step: int, index: int, request: Request) -> str:
         return chained_key(self.session_id, step, kind, index, self.turn_key, request.model_dump(mode="json"))
 
-    async def suspension(self, step: int, index: int, request: Request) -> None:
+    async def suspension(self, step: int, index: int, label: str, request: Request) -> None:
         key = self.asked_key("suspend", step, index, request)
         forget(key)
+        name = f"suspend-{step}-{label}"
         task = self.configured(suspension, self.config.wait)
-        state = await task(self.session_id, step, index, key, request, return_state=True)
+        state = await task(self.session_id, step, index, key, name, request, return_state=True)
         await state.aresult()
-        check_stored(f"suspend-{step}-{request.tool}", key, state.name == "Cached")
+        check_stored(name, key, self._record("suspend", name, state.name, 0.0))
 
     async def answered(self, step: int, index: int, request: Request) -> bool:
         """Whether this wait was answered in an earlier run (its record is stored)."""
         return await ResultStore(result_storage=self.storage).aexists(self.asked_key("wait", step, index, request))
 
     async def wait(
-        self, step: int, index: int, request: Request, resolve: Callable[[Request], Awaitable[Answer]]
+        self, step: int, index: int, label: str, request: Request, resolve: Callable[[Request], Awaitable[Answer]]
     ) -> Answer:
+        """Its seconds are how long the answer took to come."""
         key = self.asked_key("wait", step, index, request)
         forget(key)
+        name = f"wait-{step}-{label}"
         task = self.configured(wait, self.config.wait)
-        state = await task(self.session_id, step, index, key, request, quote(resolve), return_state=True)
+        started = time.perf_counter()
+        state = await task(self.session_id, step, index, key, name, request, quote(resolve), return_state=True)
         answer = Answer.model_validate(await state.aresult())
-        check_stored(f"wait-{step}-{request.tool}", key, state.name == "Cached")
+        check_stored(name, key, self._record("wait", name, state.name, time.perf_counter() - started))
         return answer
 
 
@@ -131,17 +170,23 @@ def _configured(task: Any, storage: WritableFileSystem, options: StepOptions) ->
     return _configured_tasks[key]
 
 
+def asked(session_id: str, step: int, index: int, call: ToolCall, record: ToolRecord) -> Request:
+    """The request a suspended call makes, named by its position: ``<session>.<turn>.<index>``."""
+    assert record.result.pending is not None
+    return record.result.pending.model_copy(
+        update={"id": f"{session_id}.{step}.{index}", "tool": call.name, "arguments": call.arguments}
+    )
+
+
 async def settle(
     pending: PendingRun, steps: Steps, step: int, index: int, call: ToolCall, record: ToolRecord
 ) -> ToolRecord:
     """Ask about a suspended call (or find the answer already given), then run it once more
     with the answer, or tell the model it was declined, expired or left unresolved."""
-    assert record.result.pending is not None
-    request = record.result.pending.model_copy(
-        update={"id": f"{steps.session_id}.{step}.{index}", "tool": call.name, "arguments": call.arguments}
-    )
-    await steps.suspension(step, index, request)
-    answer = await _answer(pending, steps, step, index, request)
+    request = asked(steps.session_id, step, index, call, record)
+    label = steps.label(step, index, call)
+    await steps.suspension(step, index, label, request)
+    answer = await _answer(pending, steps, step, index, label, request)
     if answer.ok:
         again, _ = await steps.tool(step, index, call, answer)
         result = again.result if again.result.pending is None else ToolResult(content=outcome_text(request, None))
@@ -151,7 +196,7 @@ async def settle(
     return ToolRecord(result=result, seconds=seconds, suspended=True)
 
 
-async def _answer(pending: PendingRun, steps: Steps, step: int, index: int, request: Request) -> Answer:
+async def _answer(pending: PendingRun, steps: Steps, step: int, index: int, label: str, request: Request) -> Answer:
     given = pending.answers.get(request.id)
     wait_for = pending.options.wait_for
     resolve: Callable[[Request], Awaitable[Answer]]
@@ -165,7 +210,7 @@ async def _answer(pending: PendingRun, steps: Steps, step: int, index: int, requ
         resolve = _constant(Answer(id=request.id, ok=False, reason="unreachable: the stored answer replays"))
     else:
         raise Suspended(request)
-    return await steps.wait(step, index, request, resolve)
+    return await steps.wait(step, index, label, request, resolve)
 
 
 def _constant(answer: Answer) -> Callable[[Request], Awaitable[Answer]]:

@@ -1,4 +1,9 @@
-"""One tool call as a Prefect task (``tool-{n}-{name}``); a finished call never runs again."""
+"""One tool call as a Prefect task (``tool-{n}-{name}``); a finished call never runs again.
+
+Its task run's page shows the call: its arguments and its result as log lines, and a state
+named ``ToolError`` or ``AwaitingAnswer`` for a call that failed or suspended. Both are
+Completed-type states: the model reads the error and the run goes on, and the record is
+stored under the call's key like any other, so a resumed run replays it."""
 
 from __future__ import annotations
 
@@ -9,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import State
 from prefect.concurrency.asyncio import concurrency
 from prefect.exceptions import ObjectAlreadyExists
+from prefect.states import Completed
 from pydantic import BaseModel
 
 from ..hooks import AfterTool, BeforeTool, call_hook, hook_returned
@@ -21,6 +28,7 @@ from ..policies import ToolPolicy, concurrency_limit_name, policy_for
 from ..suspension import Suspension, answer_var
 from ..toolkit import Toolkit
 from .keys import POSITIONAL_KEY
+from .shown import shown
 from .stored import note_unstored
 
 
@@ -115,15 +123,37 @@ async def execute_tool(call: ToolCall, runtime: ToolRuntime, answer: Answer | No
 
 @task(
     name="tool-call",
-    task_run_name="tool-{step}-{call.name}",
+    task_run_name="{run_name}",
     persist_result=True,
     result_serializer="json",
     cache_policy=POSITIONAL_KEY,
 )
 async def tool_call(
-    session_id: str, step: int, index: int, key: str, call: ToolCall, runtime: ToolRuntime, answer: Answer | None = None
-) -> ToolRecord:
-    return await execute_tool(call, runtime, answer)
+    session_id: str,
+    step: int,
+    index: int,
+    key: str,
+    run_name: str,
+    call: ToolCall,
+    runtime: ToolRuntime,
+    answer: Answer | None = None,
+) -> State[ToolRecord]:
+    """``run_name`` is the task run's name (the flow makes it: see ``Steps``); the key alone
+    decides what replays."""
+    logger = get_run_logger()
+    logger.info("arguments: %s", shown(call.arguments))
+    record = await execute_tool(call, runtime, answer)
+    result = record.result
+    if result.pending is not None:
+        prompt = shown(result.pending.prompt)
+        logger.info("pending: %s", prompt)
+        return Completed(name="AwaitingAnswer", message=prompt, data=record)
+    content = shown(result.content)
+    if result.is_error:
+        logger.info("error: %s", content.removeprefix("error: "))
+        return Completed(name="ToolError", message=content, data=record)
+    logger.info("result: %s", content)
+    return Completed(data=record)
 
 
 tool_call.on_rollback(note_unstored)

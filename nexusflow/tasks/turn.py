@@ -1,4 +1,5 @@
-"""One model turn as a Prefect task (``turn-{n}``), replayed from storage once finished."""
+"""One model turn as a Prefect task (``turn-{n}``), replayed from storage once finished.
+Its task run's log says what the model decided and what the turn cost."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.transactions import CommitMode, atransaction
 from pydantic import BaseModel
 
 from ..errors import ModelError
 from ..events import Emit
 from ..hooks import AfterLlm, BeforeLlm, call_hook, hook_returned
-from ..messages import ModelReply, ModelRequest, ToolCall
+from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolCall
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
 from .keys import POSITIONAL_KEY
+from .shown import shown
 from .stored import note_unstored
 from .tool_call import ToolRecord
 
@@ -91,7 +93,28 @@ def _served_calls(runtime: TurnRuntime, step: int) -> CallTool | None:
 )
 async def model_turn(session_id: str, step: int, key: str, request: ModelRequest, runtime: TurnRuntime) -> TurnRecord:
     scope = TurnScope(step=step, call_tool=_served_calls(runtime, step), emit=runtime.emit)
-    return await produce_turn(request, runtime, scope)
+    record = await produce_turn(request, runtime, scope)
+    _log_decision(record)
+    return record
+
+
+def _log_decision(record: TurnRecord) -> None:
+    """What the model decided: the calls it made (an ACP agent's own calls during the turn
+    first), else its answer; then what the turn cost."""
+    reply, logger = record.reply, get_run_logger()
+    served = [call for m in reply.steps if isinstance(m, AssistantMessage) for call in m.tool_calls or []]
+    if served or reply.tool_calls:
+        calls = ", ".join(f"{call.name}({call.arguments})" for call in served + reply.tool_calls)
+        logger.info("calls: %s", shown(calls))
+    if not reply.tool_calls:
+        logger.info("answer: %s", shown(reply.content or ""))
+    logger.info(
+        "seconds %.2f · tokens %d in / %d out · launches %d",
+        record.seconds,
+        reply.usage.input_tokens,
+        reply.usage.output_tokens,
+        reply.stats.launches,
+    )
 
 
 model_turn.on_rollback(note_unstored)

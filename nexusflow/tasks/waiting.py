@@ -1,43 +1,55 @@
 """A suspension and its wait, each a task run (``suspend-{n}-{tool}``, ``wait-{n}-{tool}``)
-persisted under the run's session, so a resumed run replays them and asks nobody twice."""
+persisted under the run's session, so a resumed run replays them and asks nobody twice.
+The wait's state names the decision: ``Approved``, ``Declined`` or ``Expired``."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from prefect import task
+from prefect import get_run_logger, task
+from prefect.client.schemas.objects import State
+from prefect.states import Completed
 
 from ..messages import Answer, Request
 from .keys import POSITIONAL_KEY
+from .shown import shown
 from .stored import note_unstored
 
 
 @task(
     name="suspension",
-    task_run_name="suspend-{step}-{request.tool}",
+    task_run_name="{run_name}",
     persist_result=True,
     result_serializer="json",
     cache_policy=POSITIONAL_KEY,
 )
-async def suspension(session_id: str, step: int, index: int, key: str, request: Request) -> Request:
+async def suspension(session_id: str, step: int, index: int, key: str, run_name: str, request: Request) -> Request:
     """Records what was asked; its task run is where a person sees the request."""
+    get_run_logger().info("request %s (%s): %s", request.id, request.kind, shown(request.prompt))
     return request
 
 
 @task(
     name="wait",
-    task_run_name="wait-{step}-{request.tool}",
+    task_run_name="{run_name}",
     persist_result=True,
     result_serializer="json",
     cache_policy=POSITIONAL_KEY,
 )
 async def wait(
-    session_id: str, step: int, index: int, key: str, request: Request, resolve: Callable[[Request], Awaitable[Answer]]
-) -> Answer:
+    session_id: str,
+    step: int,
+    index: int,
+    key: str,
+    run_name: str,
+    request: Request,
+    resolve: Callable[[Request], Awaitable[Answer]],
+) -> State[Answer]:
     answer = await resolve(request)
     if not isinstance(answer, Answer):
         raise TypeError(f"wait_for returned {type(answer).__name__}, not an Answer")
-    return answer
+    decision = "Approved" if answer.ok else "Expired" if answer.reason == "expired" else "Declined"
+    return Completed(name=decision, message=shown(answer.reason) if answer.reason else None, data=answer)
 
 
 suspension.on_rollback(note_unstored)

@@ -39,7 +39,7 @@ def record(name: str, line: str) -> None:
 
 if args.kill_after:
     stored = 0
-    write = storage._write_atomically
+    write = storage.write_atomically
 
     counting = threading.Lock()
 
@@ -55,7 +55,7 @@ if args.kill_after:
                 if stored == args.kill_after:
                     os.kill(os.getpid(), signal.SIGKILL)
 
-    storage._write_atomically = write_then_maybe_die
+    storage.write_atomically = write_then_maybe_die
 
 
 @tool
