@@ -161,7 +161,9 @@ async def test_acp_resumed_run_reuses_the_agent_session(style, caplog):
 RESUME = {
     CliStyles.CLAUDE: "acp: resuming agent session",
     CliStyles.CODEX: "acp: resuming agent session",
-    CliStyles.GEMINI: "acp: the agent failed session/load",
+    # Gemini loads the session when its first process wrote it to disk before exiting, and
+    # fails session/load otherwise (we then seed a fresh session): both were seen, by timing.
+    CliStyles.GEMINI: "acp: loading agent session",
     CliStyles.COPILOT: "acp: loading agent session",
     CliStyles.OPENCODE: "acp: resuming agent session",
     CliStyles.GOOSE: "acp: loading agent session",
