@@ -17,10 +17,12 @@ if TYPE_CHECKING:
         NexusflowError,
         ResumeError,
         SessionIdError,
+        SubscriptionLimitError,
         ToolkitError,
     )
     from .events import RunFinished, StreamEvent, TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
     from .flows import agent_run
+    from .limits import SubscriptionLimit
     from .memory import ConversationStore, LocalConversationStore, StorageConversationStore
     from .messages import (
         Answer,
@@ -90,6 +92,8 @@ _WHERE: dict[str, str] = {
     "SessionIdError": "errors",
     "StepOptions": "task_config",
     "StreamEvent": "events",
+    "SubscriptionLimit": "limits",
+    "SubscriptionLimitError": "errors",
     "Suspended": "suspension",
     "Suspension": "suspension",
     "SystemMessage": "messages",
@@ -164,6 +168,8 @@ __all__ = [
     "StepOptions",
     "StorageConversationStore",
     "StreamEvent",
+    "SubscriptionLimit",
+    "SubscriptionLimitError",
     "Suspended",
     "Suspension",
     "SystemMessage",

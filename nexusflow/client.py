@@ -29,6 +29,7 @@ from .errors import (
 from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run
 from .flows.agent import preview
+from .limits import SubscriptionLimit
 from .memory import (
     ConversationStore,
     SessionRecord,
@@ -221,11 +222,24 @@ class Client:
         return run_coro_as_sync(self.run(prompt, toolkit, session_id=session_id))
 
 
-def create_in_process_client(generate: Generate, *, model: str | None = None, **options: Any) -> Client:
+def create_in_process_client(
+    generate: Generate,
+    *,
+    model: str | None = None,
+    limit: str | None = None,
+    max_concurrent: int | None = None,
+    per_minute: float | None = None,
+    **options: Any,
+) -> Client:
     """A client whose model is a Python callable: ``generate(request) -> reply``, sync or
     async, where a reply is a ``ModelReply``, ``{"content": ...}`` or
-    ``{"tool_calls": [{"id"?, "name", "arguments"}]}``."""
-    return Client(in_process_transport(generate), ClientOptions(model=model, **options))
+    ``{"tool_calls": [{"id"?, "name", "arguments"}]}``.
+
+    ``limit`` names the subscription the model's turns count against, on every worker of
+    the Prefect server: at most ``max_concurrent`` turns in flight, ``per_minute`` started
+    per minute (Prefect global concurrency limits ``nexusflow-subscription-<limit>``)."""
+    subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
+    return Client(in_process_transport(generate), ClientOptions(model=model, subscription=subscription, **options))
 
 
 STYLE_FIELDS = (
@@ -253,6 +267,9 @@ def create_cli_client(
     cwd: str | os.PathLike[str] | None = None,
     repair_budget: int = 2,
     max_output: int = MAX_OUTPUT,
+    limit: str | None = None,
+    max_concurrent: int | None = None,
+    per_minute: float | None = None,
     **options: Any,
 ) -> Client:
     """A client whose model is the user's own agent CLI.
@@ -268,8 +285,11 @@ def create_cli_client(
     is how many times a malformed one-shot reply is sent back with its complaint.
     ``max_output`` caps each of a launch's stdout and stderr (bytes, default 16 MiB). With
     ``style=CliStyles.CUSTOM`` pass the style's fields (``args``, ``prompt_mode``, ...) as
-    keywords. Every other keyword is a client option, as for ``create_in_process_client``.
+    keywords. ``limit``, ``max_concurrent`` and ``per_minute`` hold your subscription's
+    limits across every worker, as for ``create_in_process_client``. Every other keyword is
+    a client option.
     """
+    subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
     fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
     factory = agent_cli_transport(
         style,
@@ -285,4 +305,4 @@ def create_cli_client(
         max_output=max_output,
         fields=fields,
     )
-    return Client(factory, ClientOptions(model=model, **options))
+    return Client(factory, ClientOptions(model=model, subscription=subscription, **options))

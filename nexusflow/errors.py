@@ -174,3 +174,7 @@ class PrefectApiError(NexusflowError):
         if len(text) > 300:
             text = text[:300] + "..."
         super().__init__(f"prefect: {type(exc).__name__}: {text}" if text else f"prefect: {type(exc).__name__}")
+
+
+class SubscriptionLimitError(NexusflowError):
+    """A subscription limit (``limit=``, ``max_concurrent=``, ``per_minute=``) that cannot be held."""

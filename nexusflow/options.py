@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
+from .limits import SubscriptionLimit
 from .memory import ConversationStore
 from .messages import Answer, Request
 from .policies import ToolPolicy
@@ -33,3 +34,4 @@ class ClientOptions(BaseModel):
     policies: dict[str, ToolPolicy] = Field(default_factory=dict)
     conversation_store: ConversationStore | None = None
     task_config: TaskConfig = Field(default_factory=TaskConfig)
+    subscription: SubscriptionLimit | None = None

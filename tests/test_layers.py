@@ -27,6 +27,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "nexusflow._storage",
             "nexusflow._retry",
             "nexusflow.hooks",
+            "nexusflow.limits",
             "nexusflow.policies",
             "nexusflow.suspension",
             "nexusflow.events",

@@ -8,6 +8,7 @@ workers (machines A and B) that share nothing else.
 - A run suspended on A is answered by ``nexusflow answer`` from a third machine and
   finishes on B.
 - No nexusflow state is left on any machine: it is all in the bucket.
+- A subscription limit holds across both machines: six runs, at most two turns in flight.
 
 A test pins a run to one machine by freezing the other's worker (SIGSTOP) while the run is
 handed out, as if that machine were off.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -33,11 +35,13 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import State
 from prefect.deployments import run_deployment
+from test_limits import most_in_flight
 
 from topology import DEPLOYMENT, RESULTS, SIDE_EFFECTS, Machine, Topology, free_port, topology_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
-TOOLS = str(Path(__file__).parent / "helpers" / "topology_tools.py") + ":TOOLS"
+SLOW_CLI = Path(__file__).parent / "helpers" / "topology_tools.py"
+TOOLS = f"{SLOW_CLI}:TOOLS"
 SESSIONS: list[str] = []
 """The sessions the runs of this module used, for the test that looks for their state."""
 PREFECT_OWN = ["tmp/prefect-workspace-attempt-*/workspace.json", "tmp/prefect-workspace-attempt-*/supervisor.json"]
@@ -240,3 +244,54 @@ async def test_our_records_on_s3_round_trip_and_a_missing_one_reads_as_none(topo
         with pytest.raises(StorageError, match="could not read nexusflow/sessions/s3-records/lease.json"):
             await read_record(Heartbeat, "sessions", "s3-records", "lease.json", storage=elsewhere)
     assert "nexusflow/sessions/s3-records/lease.json" in topology.keys(RESULTS, "nexusflow/")
+
+
+async def test_a_subscription_limit_holds_across_both_machines(topology: Topology) -> None:
+    """Six runs of the deployment, three handed to each machine, each one two-second turn
+    of a slow agent CLI, with ``max_concurrent=2`` on a limit of their own. The CLI waits
+    at a gate until every run is under way; then at no moment are more than two turns in
+    flight, by the CLI's own record in the side-effect bucket (without the limit, all six
+    would go through the gate together)."""
+    tag = f"limited-{uuid.uuid4().hex[:8]}"
+    cli = topology.root / f"slow-cli-{tag}"
+    cli.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(SLOW_CLI))} "$@"\n')
+    cli.chmod(0o755)
+    parameters = {
+        "prompt": f"slow turn {tag}",
+        "style": "claude",
+        "command": str(cli),
+        "transport": "cli",
+        "limit": tag,
+        "max_concurrent": 2,
+    }
+    started = time.monotonic()
+
+    a, b = topology.machines["a"], topology.machines["b"]
+    runs = []
+    with topology.api():
+        for machine, other in ((a, b), (b, a)):  # three runs handed to each, then both run
+            with only_on(machine, [other]):
+                mine = [await run_deployment(DEPLOYMENT, parameters=parameters, timeout=0) for _ in range(3)]
+                for run in mine:
+                    await wait_for_state(run.id, lambda s: not s.is_scheduled(), timeout=60)
+            runs += mine
+        for run in runs:
+            await wait_for_state(run.id, lambda s: s.is_running(), timeout=120)
+        await anyio.sleep(2)  # each run at its turn: two at the gate, four waiting for a slot
+        topology.s3().put_object(Bucket=SIDE_EFFECTS, Key=f"gates/{tag}", Body=b"")
+        for run in runs:
+            done = await wait_for_state(run.id, lambda s: s.is_final(), timeout=120)
+            assert done.is_completed(), done
+
+    s3 = topology.s3()
+    turns = [
+        json.loads(s3.get_object(Bucket=SIDE_EFFECTS, Key=key)["Body"].read())
+        for key in topology.keys(SIDE_EFFECTS, f"turns/{tag}/")
+    ]
+    assert len(turns) == 6
+    assert most_in_flight([(turn["start"], turn["end"]) for turn in turns]) == 2, turns
+    homes = {str(machine.home): name for name, machine in topology.machines.items()}
+    assert {homes[turn["home"]] for turn in turns} == {"a", "b"}
+    first = min(turn["start"] for turn in turns)
+    shown = sorted((homes[t["home"]], round(t["start"] - first, 1), round(t["end"] - first, 1)) for t in turns)
+    print(f"\nsix limited runs on two machines: {time.monotonic() - started:.1f}s; turns {shown}")

@@ -35,7 +35,7 @@ from prefect.settings.legacy import Setting
 
 from .._imports import import_tools
 from ..client import Client, check_session_id, create_cli_client, create_in_process_client, new_session_id
-from ..errors import CliError, SessionIdError, ToolkitError, cli_not_found
+from ..errors import CliError, SessionIdError, SubscriptionLimitError, ToolkitError, cli_not_found
 from ..flows.report import artifact_key
 from ..memory import SessionStore
 from ..messages import Answer, RunResult
@@ -211,13 +211,22 @@ def _client(invocation: Invocation) -> Client:
         raise UsageError(f"--max-turns must be 1 or more, not {invocation.max_turns}")
     if invocation.timeout <= 0:
         raise UsageError(f"--timeout must be more than 0 seconds, not {invocation.timeout:g}")
-    options: dict[str, Any] = {"system_prompt": invocation.system, "max_turns": invocation.max_turns}
+    options: dict[str, Any] = {
+        "system_prompt": invocation.system,
+        "max_turns": invocation.max_turns,
+        "limit": invocation.limit,
+        "max_concurrent": invocation.max_concurrent,
+        "per_minute": invocation.per_minute,
+    }
     style = invocation.style
     if style is None and invocation.style_file is None:
         if invocation.command or invocation.model:
             raise UsageError("--command and --model need --style (or --style-file)")
         script = invocation.script
-        return create_in_process_client(_script(Path(script)) if script else follow_prompt, **options)
+        try:
+            return create_in_process_client(_script(Path(script)) if script else follow_prompt, **options)
+        except SubscriptionLimitError as exc:
+            raise UsageError(str(exc)) from exc
     if invocation.script is not None:
         raise UsageError("--script plays the scripted model; it does not go with --style")
     if style is CliStyles.CUSTOM:
@@ -230,7 +239,7 @@ def _client(invocation: Invocation) -> Client:
     try:
         chosen = style if style is not None else load_cli_style(Path(str(invocation.style_file)))
         client = create_cli_client(chosen, invocation.command, invocation.model, **cli_options, **options)
-    except CliError as exc:
+    except (CliError, SubscriptionLimitError) as exc:
         raise UsageError(str(exc)) from exc
     _installed(invocation.command, "--command")
     _installed(invocation.acp_command, "--acp-command")
@@ -258,6 +267,9 @@ async def run(
     data: str | None = None,
     reason: str | None = None,
     max_turns: int | None = None,
+    limit: str | None = None,
+    max_concurrent: int | None = None,
+    per_minute: float | None = None,
 ) -> int:
     """Run an agent on a prompt, or answer a pending run.
 
@@ -302,6 +314,12 @@ async def run(
         Why, with the answer.
     max_turns
         Turns before the run fails without a final answer (default 20).
+    limit
+        Name of the subscription the model's turns count against, on every machine of the server.
+    max_concurrent
+        Turns of --limit in flight at once.
+    per_minute
+        Turns of --limit started per minute.
     """
     given = {
         "tools": [absolute_tool(spec) for spec in tools] if tools is not None else None,
@@ -317,6 +335,9 @@ async def run(
         "max_turns": max_turns,
         "timeout": timeout,
         "script": absolute(script),
+        "limit": limit,
+        "max_concurrent": max_concurrent,
+        "per_minute": per_minute,
     }
     given = {flag: value for flag, value in given.items() if value is not None}
     if answer is not None:

@@ -34,6 +34,9 @@ class Invocation(BaseModel):
     max_turns: int = DEFAULT_MAX_TURNS
     timeout: float = DEFAULT_TIMEOUT
     script: str | None = None
+    limit: str | None = None
+    max_concurrent: int | None = None
+    per_minute: float | None = None
 
     def over(self, given: dict[str, Any]) -> Invocation:
         """This invocation with the flags given now in place of the stored ones."""

@@ -127,6 +127,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                     after_llm=options.after_llm,
                     run_tool=call_and_settle,
                     emit=pending.emit,
+                    limit=options.subscription,
                 )
                 if isinstance(transport, SessionTransport):
                     await transport.begin(remember, toolkit.specs())

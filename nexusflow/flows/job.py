@@ -71,17 +71,25 @@ async def agent_job(
     wait_timeout: float = 86400,
     script: list[Any] | None = None,
     session_id: str | None = None,
+    limit: str | None = None,
+    max_concurrent: int | None = None,
+    per_minute: float | None = None,
 ) -> RunResult:
     """Run an agent on ``prompt``: your agent CLI (``style``, ``command``, ``model``) or,
     without a style, the bundled scripted agent (``script`` replies, or ``call`` lines in
     the prompt). ``tools`` are ``module:function`` names; ``approval`` names the tools (or
     globs) that need a yes first, asked by ``wait`` (``suspend``: the run waits without a
-    process; ``pause``: the process waits; ``none``: the job ends pending)."""
+    process; ``pause``: the process waits; ``none``: the job ends pending). ``limit`` names
+    the subscription the model's turns count against, across every worker: at most
+    ``max_concurrent`` in flight, ``per_minute`` started per minute."""
     options: dict[str, Any] = {
         "system_prompt": system_prompt,
         "max_turns": max_turns,
         "wait_for": _waits(wait, wait_timeout),
         "policies": {pattern: ToolPolicy(approval="always") for pattern in approval or []},
+        "limit": limit,
+        "max_concurrent": max_concurrent,
+        "per_minute": per_minute,
     }
     client = _client(style, command, model, transport, acp_command, script, options)
     session = session_id or f"job-{flow_run.get_id()}"

@@ -13,12 +13,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 from prefect import get_run_logger, task
-from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import State
 from prefect.concurrency.asyncio import concurrency
-from prefect.exceptions import ObjectAlreadyExists
 from prefect.states import Completed
 from pydantic import BaseModel
 
@@ -28,6 +25,7 @@ from ..policies import ToolPolicy, concurrency_limit_name, policy_for
 from ..suspension import Suspension, answer_var
 from ..toolkit import Toolkit
 from .keys import POSITIONAL_KEY
+from .limits import ensure_limit
 from .shown import shown
 from .stored import note_unstored
 
@@ -48,23 +46,6 @@ def _as_result(hook: str, value: Any) -> ToolResult:
     raise hook_returned(hook, value)
 
 
-_limits_set: set[tuple[str, int]] = set()
-_limits_lock = anyio.Lock()
-
-
-async def _ensure_limit(name: str, limit: int) -> None:
-    """Create or resize the global concurrency limit once per process."""
-    async with _limits_lock:
-        if (name, limit) in _limits_set:
-            return
-        async with get_client() as client:
-            try:
-                await client.upsert_global_concurrency_limit_by_name(name, limit)
-            except ObjectAlreadyExists:
-                await client.upsert_global_concurrency_limit_by_name(name, limit)
-        _limits_set.add((name, limit))
-
-
 @asynccontextmanager
 async def _limited(policy: ToolPolicy, tool: str) -> AsyncIterator[None]:
     """Hold a slot of the tool's global concurrency limit, across all runs."""
@@ -72,7 +53,7 @@ async def _limited(policy: ToolPolicy, tool: str) -> AsyncIterator[None]:
         yield
         return
     name = concurrency_limit_name(tool)
-    await _ensure_limit(name, policy.concurrency)
+    await ensure_limit(name, policy.concurrency)
     async with concurrency(name, occupy=1, strict=True):
         yield
 

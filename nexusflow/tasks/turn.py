@@ -16,9 +16,11 @@ from pydantic import BaseModel
 from ..errors import ModelError
 from ..events import Emit
 from ..hooks import AfterLlm, BeforeLlm, call_hook, hook_returned
+from ..limits import SubscriptionLimit
 from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolCall
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
 from .keys import POSITIONAL_KEY
+from .limits import subscription_slot
 from .shown import shown
 from .stored import note_unstored
 from .tool_call import ToolRecord
@@ -35,17 +37,20 @@ class TurnRecord(BaseModel):
 class TurnRuntime:
     """The live objects a turn needs, handed over explicitly (quoted: Prefect neither hashes
     nor walks them). ``run_tool`` is the flow's keyed tool call, for an agent that calls
-    our tools itself during the turn (ACP)."""
+    our tools itself during the turn (ACP); ``limit`` is the subscription whose slot the
+    turn's call holds."""
 
     transport: ModelTransport
     before_llm: BeforeLlm | None = None
     after_llm: AfterLlm | None = None
     run_tool: Callable[[int, int, ToolCall], Awaitable[tuple[ToolRecord, bool]]] | None = None
     emit: Emit | None = None
+    limit: SubscriptionLimit | None = None
 
 
 async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnScope | None = None) -> TurnRecord:
-    """The turn itself, without Prefect: hooks around the transport's ``generate``."""
+    """The turn itself, hooks around the transport's ``generate``, which alone holds a
+    slot of the subscription's limit (a replayed turn never gets here: it takes none)."""
     started = time.perf_counter()
     if runtime.before_llm is not None:
         replaced = await call_hook("before_llm", runtime.before_llm, request)
@@ -53,7 +58,8 @@ async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnS
             if not isinstance(replaced, ModelRequest):
                 raise hook_returned("before_llm", replaced)
             request = replaced
-    reply = await runtime.transport.generate(request, scope)
+    async with subscription_slot(runtime.limit):
+        reply = await runtime.transport.generate(request, scope)
     if runtime.after_llm is not None:
         replaced = await call_hook("after_llm", runtime.after_llm, request, reply)
         if replaced is not None:

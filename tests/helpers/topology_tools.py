@@ -4,12 +4,16 @@ the topology's workers as ``tests/helpers/topology_tools.py:TOOLS``.
 Each execution records itself in the side-effect bucket of the S3 server (the machines share
 nothing else with the test): ``runs/<session>/<n>/<event>-<uuid>.json`` with the machine's
 HOME and the flow process's pid. That log is the tools' own, not nexusflow state, so the
-test counts what really ran, on which machine."""
+test counts what really ran, on which machine.
+
+Run as a script, it is a slow agent CLI instead (``slow_turn``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 import time
 import uuid
 
@@ -51,3 +55,23 @@ def step(session: str, n: int, gate: str | None = None) -> int:
 
 
 TOOLS = [step]
+
+
+def slow_turn() -> None:
+    """A fake agent CLI in the claude style, for the subscription-limit test: each launch
+    (one model turn) waits for the gate named by the prompt's tag ("slow turn <tag>") to
+    open, so that every run has reached its turn, then takes two seconds, records when it
+    ran and on which machine under ``turns/<tag>/``, and answers."""
+    found = re.search(r"slow turn ([A-Za-z0-9_-]+)", sys.stdin.read())
+    assert found is not None, "the prompt names no tag"
+    while not _gate_open(found.group(1)):
+        time.sleep(0.2)
+    started = time.time()
+    time.sleep(2)
+    body = json.dumps({"start": started, "end": time.time(), "home": os.environ["HOME"]})
+    _s3().put_object(Bucket=SIDE_EFFECTS, Key=f"turns/{found.group(1)}/{uuid.uuid4().hex}.json", Body=body)
+    print(json.dumps({"type": "result", "is_error": False, "result": json.dumps({"content": "done"})}))
+
+
+if __name__ == "__main__":
+    slow_turn()
