@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from prefect._internal.result_records import ResultRecord
 from prefect.exceptions import ObjectAlreadyExists
 from prefect.filesystems import LocalFileSystem, WritableFileSystem
 from prefect.results import aget_default_result_storage
+from prefect.settings import get_current_settings
 from pydantic import BaseModel
 
 from ._secrets import get_logger
@@ -118,11 +120,27 @@ async def _atomic_block(basepath: str) -> AtomicLocalFileSystem:
         return _atomic[basepath]
 
 
+_LOOKUP_EVERY = 30.0
+"""Seconds a looked-up result storage is used before it is looked up again."""
+
+_looked_up: dict[tuple[str, str, str], tuple[float, WritableFileSystem]] = {}
+
+
 async def step_storage() -> WritableFileSystem:
-    """The configured result storage, made atomic when it is the local file system."""
+    """The configured result storage, made atomic when it is the local file system. Prefect
+    asks the server for its default storage at every lookup (5 of a run's 21 API requests
+    were ours), so a lookup serves every run of the process for ``_LOOKUP_EVERY`` seconds,
+    per server and storage settings."""
+    settings = get_current_settings()
+    key = (str(settings.api.url), str(settings.results.default_storage_block), str(settings.results.local_storage_path))
+    now = time.monotonic()
+    found = _looked_up.get(key)
+    if found is not None and now - found[0] < _LOOKUP_EVERY:
+        return found[1]
     storage = await aget_default_result_storage()
     if type(storage) is LocalFileSystem:
-        return await _atomic_block(str(Path(storage.basepath or ".").expanduser()))
+        storage = await _atomic_block(str(Path(storage.basepath or ".").expanduser()))
+    _looked_up[key] = (now, storage)
     return storage
 
 

@@ -412,7 +412,8 @@ async def test_three_turns_through_prefect_with_streaming(fake, session_id):
     last_request = json.loads(fake.calls()[-1]["stdin"].split(REQUEST_MARKER, 1)[1])
     assert [m.get("tool_call_id") for m in last_request["messages"] if m["role"] == "tool"] == ["c1", "c2", "c3"]
     runs = await task_runs(result.flow_run_id, expected=6)
-    assert sorted(run.name for run in runs) == ["tool-0-add", "tool-1-add", "tool-1-add-2", "turn-0", "turn-1", "turn-2"]
+    names = sorted(run.name for run in runs)
+    assert names == ["tool-0-add", "tool-1-add", "tool-1-add-2", "turn-0", "turn-1", "turn-2"]
 
 
 async def test_a_cli_failure_fails_the_run_with_the_pinned_message(fake, session_id):
