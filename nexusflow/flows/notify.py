@@ -10,16 +10,8 @@ from prefect.events import emit_event
 
 from .._secrets import redact
 from ..messages import Request, RunResult, ToolCall
+from ..tasks.shown import shown
 from ..waits import DeploymentSuspension, PrefectPause
-
-LIMIT = 2000
-"""Characters of a tool's arguments or error carried in an event."""
-
-
-def clip(text: str, limit: int = LIMIT) -> str:
-    """``text`` redacted and cut at ``limit`` characters, saying how long it was."""
-    text = redact(text)
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def answer_command(wait_for: object, session_id: str, flow_run_id: str) -> str | None:
@@ -46,7 +38,7 @@ def run_ended(result: RunResult) -> None:
 
 
 def tool_failed(session_id: str, flow_run_id: str, step: int, call: ToolCall, error: str) -> None:
-    payload = {"step": step, "tool": call.name, "arguments": clip(call.arguments), "error": clip(error)}
+    payload = {"step": step, "tool": call.name, "arguments": shown(call.arguments), "error": shown(error)}
     _emit("nexusflow.tool.failed", session_id, flow_run_id, call.name, payload)
 
 
@@ -66,7 +58,7 @@ def _request(request: Request) -> dict[str, Any]:
         "kind": request.kind,
         "prompt": redact(request.prompt),
         "tool": request.tool,
-        "arguments": clip(request.arguments or ""),
+        "arguments": shown(request.arguments or ""),
     }
 
 
