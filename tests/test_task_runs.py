@@ -188,7 +188,7 @@ async def test_a_suspended_call_awaits_and_the_approved_call_runs_again_by_name(
 
         resumed = await client.resume(session_id, Answer(id=first.request.id, ok=True), toolkit)
     assert resumed.status == "completed" and resumed.text == "done", resumed.error
-    runs = await task_runs(resumed.flow_run_id, expected=5)
+    runs = await task_runs(resumed.flow_run_id, expected=6)
     named = by_name(runs)
     assert {name: run.state.name for name, run in named.items()} == {
         "turn-0": "Cached",
