@@ -1,103 +1,594 @@
-"""What Prefect costs per turn: the same agent loop with and without Prefect, in one process.
+"""What each turn costs on Prefect: the floor, nexusflow and PrefectAgent side by side.
 
-An N-turn run with an instant in-process model (each turn but the last calls one instant
-tool) runs (a) as the ``agent_run`` flow, every turn and tool call a persisted task run,
-and (b) through the very same loop with plain function steps. Prints milliseconds per
-turn for both and the ratios; a 1-turn run separates the fixed cost of a flow run from
-the cost of each further turn.
+Three contenders do the same work, in one process, against one Prefect server:
 
-    python benchmarks/loop_overhead.py [--turns 40] [--repeats 3]
+- the floor: a bare Prefect flow (no nexusflow code) with a task per turn and a task per
+  tool call, results persisted (JSON) under a positional cache key in Prefect's configured
+  result storage: what Prefect itself costs for a durable agent loop. Its records go to the
+  same folder as nexusflow's, through Prefect's plain ``LocalFileSystem`` (nexusflow's own
+  block writes a temp file, fsyncs and renames: part of what nexusflow costs);
+- nexusflow: ``create_in_process_client`` with an instant model and an instant tool;
+- PrefectAgent: pydantic-ai's ``Agent`` with an instant ``FunctionModel`` and one tool,
+  wrapped in ``PrefectAgent`` (its default task config: persisted results, its cache policy).
 
-Uses PREFECT_API_URL when set, else Prefect's ephemeral local server (its start-up is
-excluded: one warm-up run goes first).
+An N-turn run makes N model calls, each but the last calling the tool once (N - 1 tool
+calls). For each run length (``--turns``, 1 included) the contenders run interleaved within a
+repetition, in another order in the next (``--repeats``); each run is followed by ``--idle``
+seconds and, when the server was started here, by as long as the server's CPU stays above
+10 % (up to 60 s): it records a run's task runs after the run returns, and that backlog
+would otherwise fall on the next run. Printed, medians over the repetitions:
+
+- per extra turn, (X(N) - X(1)) / (N - 1) in each repetition, for X the run's wall time, the
+  client process's CPU (``time.process_time`` around the run: every thread of this process)
+  and, when the server was started here, the Prefect server's CPU (its process tree, from the
+  run's start until it has gone quiet after it); the ratios ours / floor and theirs /
+  floor; flatness, the per-extra-turn at the longest run over the one at 40 turns;
+- the start of a run (call to first model call) and its end (last model call to the run's
+  return: the last turn's task run, the flow's end and whatever the run publishes);
+- the client's CPU after a run returned (background work the run left behind), and how
+  long the server took to go quiet after the idle gap (its backlog);
+- replay: a finished session run again with the same session id (every step ``Cached``),
+  against the fresh run of the same length in the same repetition; for nexusflow and for
+  the floor (a bare flow rerun with the same keys: what Prefect allows);
+- ``import nexusflow.client`` against ``import prefect``, each in fresh subprocesses.
+
+The load average is printed at the start and the end.
+
+    python benchmarks/loop_overhead.py                                  # 1,10,40,200 turns x 5
+    python benchmarks/loop_overhead.py --turns 1,3 --repeats 1 --imports 1 --replay-turns 3
+    python benchmarks/loop_overhead.py --skip prefectagent:200          # PrefectAgent is slow
+
+Uses PREFECT_API_URL when set, else starts ``prefect server start`` on SQLite in a temp dir
+(``_servers.py``; result storage in the same temp dir). Prefect's console log handler is set
+to WARNING (``PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL``, unless set): INFO logs still go to
+the API as in production, but the terminal is not flooded. One warm-up run of each contender
+goes first (flow and task registration, the storage block), not counted. Needs the ``bench``
+extra (pydantic-ai, for PrefectAgent).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-import anyio
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nexusflow import ModelRequest, Toolkit, create_in_process_client, tool
-from nexusflow.flows.loop import LoopState, drive, opening_messages
-from nexusflow.tasks import ToolRuntime, TurnRuntime, execute_tool, produce_turn
-from nexusflow.transports import InProcessTransport
+from _servers import PrefectServer, base_env, prefect_server
 
+CONTENDERS = ("floor", "nexusflow", "prefectagent")
+LABELS = {"floor": "floor", "nexusflow": "nexusflow", "prefectagent": "PrefectAgent"}
+ORDERS = [(0, 1, 2), (1, 2, 0), (2, 0, 1), (0, 2, 1), (2, 1, 0), (1, 0, 2)]
+"""Contender orders, one per repetition: the three rotations, then those of the reverse, so
+that every contender goes first, second and last as often as the others."""
 
-@tool
-def noop(step: int) -> int:
-    """Returns its argument."""
-    return step
+SETTLE_MAX = 60.0
+"""Seconds at most to wait, after a run and its idle gap, for the server to go quiet."""
 
+RETRYABLE = frozenset({408, 423, 429, 500, 502, 503, 504})
+RETRIED = [0]
+"""Answers of the Prefect API with a retryable status (503 & co) so far: the client backs
+off for seconds and tries again, which shows as an outlier run."""
 
-def instant_model(turns: int):
-    def generate(request: ModelRequest):
-        step = sum(m.role == "assistant" for m in request.messages)
-        if step < turns - 1:
-            return {"tool_calls": [{"name": "noop", "arguments": {"step": step}}]}
-        return "done"
-
-    return generate
+MARKS: dict[str, float] = {}
+"""perf_counter of the current run's first and last model call."""
 
 
-async def plain(turns: int, toolkit: Toolkit) -> float:
+def mark_model_call() -> None:
+    now = time.perf_counter()
+    MARKS.setdefault("first", now)
+    MARKS["last"] = now
+
+
+def count_retried() -> None:
+    """Count the API's answers with a retryable status, on httpx's async client."""
+    import httpx
+
+    send = httpx.AsyncClient.send
+
+    async def counted(client: Any, request: Any, **kwargs: Any) -> Any:
+        response = await send(client, request, **kwargs)
+        if response.status_code in RETRYABLE:
+            RETRIED[0] += 1
+        return response
+
+    httpx.AsyncClient.send = counted  # type: ignore[method-assign, assignment]
+
+
+def load() -> str:
+    return "/".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+# ---------------------------------------------------------------- the contenders
+
+
+class Floor:
+    """A bare Prefect flow: per turn a task that returns the model's reply, per tool call a
+    task that returns the tool's result; persisted as JSON under a positional key (session,
+    step, kind): a rerun with the same session id replays every step."""
+
+    def __init__(self) -> None:
+        from prefect import flow, task
+
+        def positional(context: Any, parameters: dict[str, Any]) -> str:
+            return str(parameters["key"])
+
+        options: dict[str, Any] = {"persist_result": True, "result_serializer": "json", "cache_key_fn": positional}
+
+        @task(name="floor-turn", task_run_name="turn-{step}", **options)
+        async def floor_turn(session_id: str, step: int, key: str, turns: int) -> dict[str, Any]:
+            mark_model_call()
+            if step < turns - 1:
+                return {"tool_calls": [{"name": "noop", "arguments": {"step": step}}]}
+            return {"content": "done"}
+
+        @task(name="floor-tool", task_run_name="tool-{step}-noop", **options)
+        async def floor_tool(session_id: str, step: int, key: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            return {"content": str(arguments["step"])}
+
+        @flow(name="floor_run", flow_run_name="floor-{session_id}")
+        async def floor_run(session_id: str, turns: int) -> dict[str, Any]:
+            cached = 0
+            for step in range(turns):
+                key = f"{session_id}/{step}/turn"
+                state = await floor_turn(session_id, step, key, turns, return_state=True)  # type: ignore[misc]
+                reply = await state.aresult()
+                cached += state.name == "Cached"
+                calls = reply.get("tool_calls") or []
+                if not calls:
+                    return {"text": reply["content"], "cached": cached}
+                for index, call in enumerate(calls):
+                    key = f"{session_id}/{step}/tool/{index}"
+                    arguments = call["arguments"]
+                    state = await floor_tool(session_id, step, key, arguments, return_state=True)  # type: ignore[misc]
+                    await state.aresult()
+                    cached += state.name == "Cached"
+            return {"text": None, "cached": cached}
+
+        self.flow = floor_run
+        self.last: dict[int, str] = {}
+
+    def fresh(self, turns: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            session_id = f"floor-{uuid.uuid4().hex}"
+            result = await self.flow(session_id=session_id, turns=turns)
+            if result["text"] != "done" or result["cached"]:
+                raise RuntimeError(f"floor: wrong result {result}")
+            self.last[turns] = session_id
+
+        return run
+
+    def replay(self, turns: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            result = await self.flow(session_id=self.last[turns], turns=turns)
+            if result["text"] != "done" or result["cached"] != 2 * turns - 1:
+                raise RuntimeError(f"floor replay: not every step was Cached: {result}")
+
+        return run
+
+
+class Nexusflow:
+    """``create_in_process_client`` with an instant model (a tool call on every turn but
+    the last) and an instant tool; one client (one ``agent_run`` flow) for every run length:
+    the model reads the current length."""
+
+    def __init__(self, toolkit: Any, longest: int) -> None:
+        from nexusflow import ModelRequest, create_in_process_client
+
+        target = self.target = {"turns": 1}
+
+        def generate(request: ModelRequest) -> Any:
+            mark_model_call()
+            step = sum(m.role == "assistant" for m in request.messages)
+            if step < target["turns"] - 1:
+                return {"tool_calls": [{"name": "noop", "arguments": {"step": step}}]}
+            return "done"
+
+        self.toolkit = toolkit
+        self.client = create_in_process_client(generate, max_turns=longest)
+        self.last: dict[int, str] = {}
+
+    def fresh(self, turns: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            self.target["turns"] = turns
+            session_id = f"bench-{uuid.uuid4().hex}"
+            result = await self.client.run("bench", self.toolkit, session_id=session_id)
+            if result.status != "completed" or result.text != "done" or result.metrics.turns != turns:
+                raise RuntimeError(f"nexusflow: {result.status} after {result.metrics.turns} turns: {result.error}")
+            if result.metrics.replayed_turns:
+                raise RuntimeError("nexusflow: a fresh run replayed steps")
+            self.last[turns] = session_id
+
+        return run
+
+    def replay(self, turns: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            self.target["turns"] = turns
+            result = await self.client.run("bench", self.toolkit, session_id=self.last[turns])
+            metrics = result.metrics
+            if result.status != "completed" or result.text != "done":
+                raise RuntimeError(f"nexusflow replay: {result.status}: {result.error}")
+            if metrics.replayed_turns != turns or metrics.replayed_tool_calls != turns - 1:
+                raise RuntimeError(
+                    f"nexusflow replay: {metrics.replayed_turns} of {turns} turns and"
+                    f" {metrics.replayed_tool_calls} of {turns - 1} tool calls replayed"
+                )
+
+        return run
+
+
+class Theirs:
+    """pydantic-ai's PrefectAgent (``_prefect_agent.py``): one agent for every run length."""
+
+    def __init__(self) -> None:
+        from _prefect_agent import runner
+
+        self.run = runner("bench", mark_model_call)
+
+    def fresh(self, turns: int) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            await self.run(turns)
+
+        return run
+
+
+# ---------------------------------------------------------------- measuring
+
+
+@dataclass
+class Sample:
+    wall: float
+    cpu: float
+    idle_cpu: float
+    server_cpu: float | None
+    start: float | None
+    end: float | None
+    retried: int
+    """The API's answers with a retryable status during the run."""
+    settle: float
+    """Seconds after the idle gap until the server's CPU fell under 10 % (its backlog)."""
+
+    def line(self) -> str:
+        server = f", server CPU {self.server_cpu * 1000:.0f} ms" if self.server_cpu is not None else ""
+        return (
+            f"wall {self.wall * 1000:.0f} ms, CPU {self.cpu * 1000:.0f} ms{server}, settle {self.settle:.1f} s,"
+            f" {self.retried} x 503 & co; load {load()}"
+        )
+
+
+@dataclass
+class Results:
+    samples: dict[tuple[str, int], list[Sample | None]] = field(default_factory=dict)
+    """(contender, turns) -> one sample per repetition (None: that run failed)."""
+    replays: dict[str, list[tuple[Sample, Sample]]] = field(default_factory=dict)
+    """contender -> (fresh, replay) per repetition."""
+    failures: list[str] = field(default_factory=list)
+
+
+async def measure(run: Callable[[], Awaitable[None]], idle: float, server: PrefectServer | None) -> Sample:
+    import anyio
+
+    MARKS.clear()
+    server_before = server.cpu()[0] if server is not None else 0.0
+    retried = RETRIED[0]
+    cpu = time.process_time()
     started = time.perf_counter()
-    model = TurnRuntime(transport=InProcessTransport(instant_model(turns)))
-    tools = ToolRuntime(toolkit=toolkit)
-    state = LoopState(opening_messages("bench", None, None))
+    await run()
+    ended = time.perf_counter()
+    cpu_run = time.process_time() - cpu
+    await anyio.sleep(idle)
+    settle = 0.0
+    if server is not None:  # until the server has worked off the run (its CPU under 10 %)
+        while settle < SETTLE_MAX:
+            before = server.cpu()[0]
+            await anyio.sleep(0.5)
+            settle += 0.5
+            if server.cpu()[0] - before < 0.05:
+                break
+    idle_cpu = time.process_time() - cpu - cpu_run
+    server_cpu = server.cpu()[0] - server_before if server is not None else None
+    first, last = MARKS.get("first"), MARKS.get("last")
+    return Sample(
+        wall=ended - started,
+        cpu=cpu_run,
+        idle_cpu=idle_cpu,
+        server_cpu=server_cpu,
+        start=first - started if first is not None else None,
+        end=ended - last if last is not None else None,
+        retried=RETRIED[0] - retried,
+        settle=settle,
+    )
 
-    async def turn(step: int, request: ModelRequest):
-        return await produce_turn(request, model), False
 
-    async def call(step: int, index: int, tool_call):
-        return await execute_tool(tool_call, tools), False
+async def bench(options: argparse.Namespace, server: PrefectServer | None) -> Results:
+    from nexusflow import Toolkit, tool
 
-    text = await drive(state, tools=toolkit.specs(), model=None, max_turns=turns, run_turn=turn, run_tool=call)
-    assert text == "done"
-    return time.perf_counter() - started
+    count_retried()
 
+    @tool
+    def noop(step: int) -> int:
+        """Returns its argument."""
+        return step
 
-async def with_prefect(turns: int, toolkit: Toolkit) -> float:
-    client = create_in_process_client(instant_model(turns), max_turns=turns)
-    started = time.perf_counter()
-    result = await client.run("bench", toolkit, session_id=f"bench-{uuid.uuid4().hex}")
-    elapsed = time.perf_counter() - started
-    assert result.status == "completed" and result.metrics.turns == turns, result.error
-    return elapsed
-
-
-async def main(turns: int, repeats: int, idle: float) -> None:
+    lengths: list[int] = options.turns
+    results = Results()
     async with await Toolkit.load(tools=[noop]) as toolkit:
-        await with_prefect(2, toolkit)
-        single, runs = [], []
-        for _ in range(repeats):
-            await anyio.sleep(idle)
-            single.append(await with_prefect(1, toolkit))
-            await anyio.sleep(idle)
-            runs.append(await with_prefect(turns, toolkit))
-        plain_runs = [await plain(turns, toolkit) for _ in range(repeats)]
-    plain_ms = statistics.median(plain_runs) / turns * 1000
-    run_ms = statistics.median(runs) * 1000
-    fixed_ms = statistics.median(single) * 1000
-    marginal_ms = (run_ms - fixed_ms) / (turns - 1)
-    print(f"{turns} turns per run ({turns - 1} tool calls); median of {repeats}; server idle {idle:.0f} s first")
-    print(f"plain Python loop          : {plain_ms:9.3f} ms/turn")
-    print(f"agent_run, whole run       : {run_ms / turns:9.3f} ms/turn  ({run_ms:.0f} ms per run)")
-    print(f"agent_run, a 1-turn run    : {fixed_ms:9.3f} ms  (flow start, end, transcript artifact)")
-    print(f"agent_run, each extra turn : {marginal_ms:9.3f} ms/turn  (a turn task and a tool task)")
-    print(f"ratio, extra turn / plain  : {marginal_ms / plain_ms:9.1f}x")
-    print(f"ratio, whole run / plain   : {run_ms / turns / plain_ms:9.1f}x")
+        everyone: dict[str, Any] = {
+            "floor": Floor(),
+            "nexusflow": Nexusflow(toolkit, max(*lengths, options.replay_turns, 2)),
+            "prefectagent": Theirs(),
+        }
+        contenders = {name: everyone[name] for name in options.contenders}
+        started = time.perf_counter()
+        for contender in contenders.values():  # not counted
+            await contender.fresh(2)()
+        print(f"warm-up: {time.perf_counter() - started:.1f} s; load {load()}", flush=True)
+        for rep in range(options.repeats):
+            rep_started = time.perf_counter()
+            order = [CONTENDERS[i] for i in ORDERS[rep % len(ORDERS)] if CONTENDERS[i] in contenders]
+            for turns in lengths if rep % 2 == 0 else lengths[::-1]:
+                for name in order:
+                    if (name, turns) in options.skip:
+                        continue
+                    runs = results.samples.setdefault((name, turns), [])
+                    try:
+                        runs.append(sample := await measure(contenders[name].fresh(turns), options.idle, server))
+                        if options.verbose:
+                            print(f"  rep {rep + 1} {LABELS[name]:12s} {turns:4d} turns: {sample.line()}", flush=True)
+                    except Exception as exc:
+                        runs.append(None)
+                        results.failures.append(f"rep {rep + 1}, {LABELS[name]}, {turns} turns: {exc!r}"[:500])
+            if options.replay_turns:
+                turns = options.replay_turns
+                for name in [name for name in order if name in ("floor", "nexusflow")]:
+                    measured = results.samples.get((name, turns), [])
+                    try:
+                        fresh = measured[-1] if turns in lengths and measured else None
+                        if fresh is None:  # not among --turns (or it failed): a fresh run, not counted there
+                            fresh = await measure(contenders[name].fresh(turns), options.idle, server)
+                        replay = await measure(contenders[name].replay(turns), options.idle, server)
+                        if options.verbose:
+                            print(f"  rep {rep + 1} {LABELS[name]:12s} {turns:4d} turns, replay: {replay.line()}")
+                    except Exception as exc:
+                        results.failures.append(f"rep {rep + 1}, {LABELS[name]} replay: {exc!r}"[:500])
+                    else:
+                        results.replays.setdefault(name, []).append((fresh, replay))
+            print(
+                f"rep {rep + 1} of {options.repeats} ({', '.join(LABELS[name] for name in order)}):"
+                f" {time.perf_counter() - rep_started:.0f} s; load {load()}",
+                flush=True,
+            )
+    await drain()
+    return results
+
+
+async def drain() -> None:
+    """Send the logs and events still queued while the server is up (else the process
+    would retry sending them to the stopped server at exit, for a minute)."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for service in (APILogWorker, EventsWorker):
+        pending: Any = service.drain_all(timeout=30)
+        if pending is not None and hasattr(pending, "__await__"):
+            await pending
+
+
+# ---------------------------------------------------------------- imports
+
+
+def import_times(count: int) -> dict[str, list[float]]:
+    """Seconds of ``import X`` in fresh interpreters, alternating; one warm-up each first."""
+    env = base_env()
+    modules = ("prefect", "nexusflow.client")
+    times: dict[str, list[float]] = {module: [] for module in modules}
+    for index in range(count + 1):
+        for module in modules if index % 2 == 0 else modules[::-1]:
+            code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            if index:
+                times[module].append(float(out.stdout.strip().splitlines()[-1]))
+    return times
+
+
+# ---------------------------------------------------------------- the report
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _ms(value: float | None, width: int = 8) -> str:
+    return f"{value * 1000:{width}.1f}" if value is not None else f"{'-':>{width}s}"
+
+
+def _ratio(value: float | None, base: float | None) -> str:
+    return f"({value / base:5.2f}x)" if value is not None and base is not None and base > 0 else f"{'':8s}"
+
+
+def per_extra_turn(results: Results, name: str, turns: int, metric: Callable[[Sample], float | None]) -> float | None:
+    """Median over the repetitions of (X(N) - X(1)) / (N - 1)."""
+    values = []
+    for long, short in zip(results.samples.get((name, turns), []), results.samples.get((name, 1), []), strict=False):
+        if long is None or short is None:
+            continue
+        x_long, x_short = metric(long), metric(short)
+        if x_long is not None and x_short is not None:
+            values.append((x_long - x_short) / (turns - 1))
+    return _median(values)
+
+
+METRICS: dict[str, Callable[[Sample], float | None]] = {
+    "wall": lambda s: s.wall,
+    "client CPU": lambda s: s.cpu,
+    "server CPU": lambda s: s.server_cpu,
+}
+
+
+def report(results: Results, options: argparse.Namespace, server: PrefectServer | None) -> None:
+    names = [name for name in CONTENDERS if name in options.contenders]
+    longer = [turns for turns in options.turns if turns > 1]
+    print(f"\n== per extra turn (a turn task + a tool task), ms, 1 -> N turns; median of {options.repeats} rep(s)")
+    # a column per contender (13 wide), and after ours and theirs their ratio to the floor (9)
+    head = "".join(f"{LABELS[n]:>13s}" + ("" if n == "floor" else f"{'x floor':>9s}") for n in names)
+    metrics = {key: value for key, value in METRICS.items() if server is not None or key != "server CPU"}
+    for what, metric in metrics.items():
+        print(f"  {what:12s} {'N':>4s}{head}")
+        extra: dict[tuple[str, int], float | None] = {}
+        for turns in longer:
+            cells = []
+            for name in names:
+                extra[name, turns] = value = per_extra_turn(results, name, turns, metric)
+                ratio = "" if name == "floor" else f" {_ratio(value, extra.get(('floor', turns)))}"
+                cells.append(_ms(value, 13) + ratio)
+            print(f"  {'':12s} {turns:4d}{''.join(cells)}")
+        if 40 in longer and max(longer) > 40:
+            top = max(longer)
+            cells = []
+            for name in names:
+                at_top, at_40 = extra.get((name, top)), extra.get((name, 40))
+                flat = f"{at_top / at_40:12.2f}x" if at_top is not None and at_40 else f"{'-':>13s}"
+                cells.append(flat + ("" if name == "floor" else f"{'':9s}"))
+            print(f"  {'flatness':12s} {f'{top}/40':>4s}{''.join(cells)}  (per extra turn at {top} / at 40)")
+
+    print(
+        "\n== whole run, ms (median): wall, client CPU, start (call -> 1st model call),"
+        " end (last model call -> return), idle CPU"
+    )
+    print(
+        f"  {'':14s} {'N':>4s} {'wall':>10s} {'CPU':>10s} {'start':>10s} {'end':>10s} {'idle CPU':>10s}"
+        f" {'settle':>10s} {'503 & co':>9s}"
+    )
+    for name in names:
+        for turns in options.turns:
+            runs = [s for s in results.samples.get((name, turns), []) if s is not None]
+            if not runs:
+                continue
+
+            def med(metric: Callable[[Sample], float | None], runs: list[Sample] = runs) -> float | None:
+                return _median([v for v in map(metric, runs) if v is not None])
+
+            values = [med(lambda s: s.wall), med(lambda s: s.cpu), med(lambda s: s.start)]
+            values += [med(lambda s: s.end), med(lambda s: s.idle_cpu), med(lambda s: s.settle)]
+            retried = sum(s.retried for s in runs)
+            print(f"  {LABELS[name]:14s} {turns:4d} " + " ".join(_ms(v, 10) for v in values) + f" {retried:9d}")
+    print("  (idle CPU: this process's CPU after the run returned, until the next: background work left behind;")
+    print("   settle: time after the idle gap until the server's CPU fell under 10 %: its backlog from the run;")
+    print("   503 & co: the API's answers with a retryable status, summed over the repetitions)")
+
+    if results.replays:
+        turns = options.replay_turns
+        print(f"\n== replay: a finished {turns}-turn session run again with the same session id (every step Cached)")
+        print(
+            f"  {'':14s} {'fresh wall':>11s} {'replay wall':>12s} {'ratio':>7s}"
+            f" {'fresh CPU':>10s} {'replay CPU':>11s} {'ratio':>7s}"
+        )
+        for name in [n for n in names if n in results.replays]:
+            pairs = results.replays[name]
+            fresh_wall = _median([f.wall for f, _ in pairs])
+            replay_wall = _median([r.wall for _, r in pairs])
+            wall_ratio = _median([r.wall / f.wall for f, r in pairs])
+            fresh_cpu = _median([f.cpu for f, _ in pairs])
+            replay_cpu = _median([r.cpu for _, r in pairs])
+            cpu_ratio = _median([r.cpu / f.cpu for f, r in pairs])
+            print(
+                f"  {LABELS[name]:14s} {_ms(fresh_wall, 11)} {_ms(replay_wall, 12)} {wall_ratio:6.2f}x"
+                f" {_ms(fresh_cpu, 10)} {_ms(replay_cpu, 11)} {cpu_ratio:6.2f}x"
+            )
+        print("  (ratios: median over the repetitions of replay / the same repetition's fresh run)")
+
+    for failure in results.failures:
+        print(f"!! failed: {failure}")
+
+
+def print_imports(times: dict[str, list[float]]) -> None:
+    prefect_s, ours_s = statistics.median(times["prefect"]), statistics.median(times["nexusflow.client"])
+    print(
+        f"== import, fresh interpreter, median of {len(times['prefect'])}: import prefect {prefect_s:.2f} s,"
+        f" import nexusflow.client {ours_s:.2f} s: {ours_s / prefect_s:.2f}x"
+        f" (prefect {', '.join(f'{t:.2f}' for t in times['prefect'])};"
+        f" nexusflow.client {', '.join(f'{t:.2f}' for t in times['nexusflow.client'])})",
+        flush=True,
+    )
+
+
+def main(options: argparse.Namespace) -> None:
+    import anyio
+
+    started = time.perf_counter()
+    print(
+        f"loop_overhead: turns {','.join(map(str, options.turns))}, {options.repeats} repetition(s),"
+        f" idle {options.idle:g} s, contenders {', '.join(LABELS[n] for n in options.contenders)}"
+        + (f", skipping {', '.join(f'{LABELS[n]} at {t}' for n, t in sorted(options.skip))}" if options.skip else "")
+        + f"; {os.cpu_count()} cores, load {load()}",
+        flush=True,
+    )
+    if options.imports:
+        print_imports(import_times(options.imports))
+    with ExitStack() as stack:
+        server = None
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+        if os.environ.get("PREFECT_API_URL"):
+            print(f"server: PREFECT_API_URL={os.environ['PREFECT_API_URL']}", flush=True)
+        else:
+            root = Path(tempfile.mkdtemp(prefix="nexusflow-loop-overhead-"))
+            stack.callback(shutil.rmtree, root, True)
+            server = prefect_server("sqlite", root / "server", stack)
+            os.environ.update(
+                {
+                    "PREFECT_API_URL": server.api_url,
+                    "PREFECT_HOME": str(root / "client"),
+                    "PREFECT_LOCAL_STORAGE_PATH": str(root / "storage"),
+                    "DO_NOT_TRACK": "1",
+                }
+            )
+            print(f"server: prefect server start on SQLite, up in {server.started_in:.1f} s; load {load()}", flush=True)
+        results = anyio.run(bench, options, server)
+        report(results, options, server)
+    print(f"\ndone in {time.perf_counter() - started:.0f} s; load {load()}")
+
+
+def _skips(text: str) -> set[tuple[str, int]]:
+    skips = set()
+    for item in filter(None, text.split(",")):
+        name, _, turns = item.partition(":")
+        if name not in CONTENDERS:
+            raise argparse.ArgumentTypeError(f"unknown contender {name!r}: one of {', '.join(CONTENDERS)}")
+        skips.add((name, int(turns)))
+    return skips
+
+
+def _lengths(text: str) -> list[int]:
+    lengths = sorted({int(item) for item in text.split(",")} | {1})
+    if lengths[0] < 1:
+        raise argparse.ArgumentTypeError("run lengths are at least 1 turn")
+    return lengths
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=40)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--turns", type=_lengths, default=[1, 10, 40, 200], help="run lengths (1 is always added)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--idle", type=float, default=2.0, help="seconds after each run for the server to record it")
     parser.add_argument(
-        "--idle", type=float, default=5.0, help="seconds to let the server record the previous run before the next"
+        "--contenders",
+        type=lambda text: [name for name in CONTENDERS if name in text.split(",")],
+        default=list(CONTENDERS),
+        help="floor,nexusflow,prefectagent",
     )
-    options = parser.parse_args()
-    anyio.run(main, options.turns, options.repeats, options.idle)
+    parser.add_argument("--skip", type=_skips, default=set(), help="contender:turns,... not run (prefectagent:200)")
+    parser.add_argument("--replay-turns", type=int, default=40, help="length of the replayed session (0: no replay)")
+    parser.add_argument("--verbose", action="store_true", help="a line per run as it ends")
+    parser.add_argument("--imports", type=int, default=5, help="fresh interpreters per import measured (0: skip)")
+    main(parser.parse_args())
