@@ -125,3 +125,14 @@ def test_importing_nexusflow_does_not_import_prefect():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_client_loads_no_mcp_sdk_until_a_run_uses_mcp() -> None:
+    """The MCP SDK costs ~0.4 s to import; only an MCP toolkit or an ACP run's served toolkit
+    needs it, and they import it when they start."""
+    fresh(
+        "import sys; from nexusflow import create_cli_client, create_in_process_client, Toolkit, CliStyles;"
+        " import nexusflow.transports.acp.transport, nexusflow.transports.acp.bridge;"
+        " loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'uvicorn'));"
+        " assert not loaded, loaded"
+    )

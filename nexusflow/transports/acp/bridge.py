@@ -8,9 +8,6 @@ import os
 from typing import Any
 
 import anyio
-import httpx2
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server.stdio import stdio_server
 
 TOKEN_VARIABLE = "NEXUSFLOW_MCP_TOKEN"
 
@@ -24,6 +21,10 @@ async def _pump(source: Any, sink: Any) -> None:
 
 
 async def bridge(url: str) -> None:
+    import httpx2  # the MCP SDK loads here, in the bridge's own process, never with the transport
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.server.stdio import stdio_server
+
     token = os.environ.get(TOKEN_VARIABLE, "")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
