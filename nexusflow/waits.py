@@ -96,6 +96,12 @@ class _WaitsAreNotErrors(logging.Filter):
 _waits_are_not_errors = _WaitsAreNotErrors()
 
 
+def answer_hint(flow_run_id: str) -> str:
+    """The command that answers a paused or suspended flow run: one text for the run's log
+    and its events, so the two never disagree."""
+    return f"nexusflow answer {flow_run_id} --approve|--deny"
+
+
 def _announce(request: Request) -> None:
     """Say in the flow run's log, at INFO, how to answer, and keep Prefect's closing line
     of a suspended run at INFO too."""
@@ -105,12 +111,11 @@ def _announce(request: Request) -> None:
         return
     flow_run_id = str(context.flow_run.id)
     flow_run_logger(context.flow_run).info(
-        "waiting for an answer to %s (request %s): approve or deny it on %s, "
-        "or run: nexusflow answer %s --approve|--deny",
+        "waiting for an answer to %s (request %s): approve or deny it on %s, or run: %s",
         redact(request.prompt),
         request.id,
         _flow_run_page(flow_run_id),
-        flow_run_id,
+        answer_hint(flow_run_id),
     )
 
 

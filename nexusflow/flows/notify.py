@@ -11,7 +11,7 @@ from prefect.events import emit_event
 from .._secrets import redact
 from ..messages import Request, RunResult, ToolCall
 from ..tasks.shown import shown
-from ..waits import DeploymentSuspension, PrefectPause
+from ..waits import DeploymentSuspension, PrefectPause, answer_hint
 
 
 def answer_command(wait_for: object, session_id: str, flow_run_id: str) -> str | None:
@@ -19,7 +19,7 @@ def answer_command(wait_for: object, session_id: str, flow_run_id: str) -> str |
     flow run's, or (no ``wait_for``: the run ends pending) the session's; none for a wait
     the world answers (an event, a condition)."""
     if isinstance(wait_for, PrefectPause | DeploymentSuspension):
-        return f"nexusflow answer {flow_run_id} --approve|--deny"
+        return answer_hint(flow_run_id)
     if wait_for is None:
         return f"nexusflow run --session {session_id} --answer approve|deny"
     return None
