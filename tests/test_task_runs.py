@@ -2,13 +2,8 @@
 own log lines, read back from the real server; and the run's step table (``Steps.entries``)."""
 
 import re
-import time
-from uuid import UUID
 
-import anyio
 import pytest
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import LogFilter, LogFilterTaskRunId
 from prefect.client.schemas.objects import TaskRun
 
 import nexusflow.flows.agent as agent_flow
@@ -16,7 +11,7 @@ from nexusflow import Answer, Request, ScriptedModel, Toolkit, create_in_process
 from nexusflow._secrets import register
 from nexusflow.flows.steps import Steps
 
-from helpers.prefect_api import task_runs
+from helpers.prefect_api import by_name, task_run_logs, task_runs
 
 pytestmark = pytest.mark.anyio
 
@@ -62,26 +57,6 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Steps]:
     return made
 
 
-def by_name(runs: list[TaskRun]) -> dict[str, TaskRun]:
-    named = {run.name: run for run in runs}
-    assert len(named) == len(runs), f"task run names repeat: {sorted(run.name for run in runs)}"
-    return named
-
-
-async def logs(run: TaskRun, timeout: float = 30) -> list[str]:
-    """The task run's own log lines, without Prefect's last one (``Finished in state ...``),
-    which says they are all there: logs reach the server in batches, a moment later."""
-    deadline = time.monotonic() + timeout
-    task_run = LogFilter(task_run_id=LogFilterTaskRunId(any_=[UUID(str(run.id))]))
-    async with get_client() as client:
-        while True:
-            found = sorted(await client.read_logs(log_filter=task_run), key=lambda log: log.timestamp)
-            lines = [log.message for log in found]
-            if any(line.startswith("Finished in state") for line in lines) or time.monotonic() > deadline:
-                return [line for line in lines if not line.startswith("Finished in state")]
-            await anyio.sleep(0.5)
-
-
 def assert_entries_match(steps: Steps, runs: list[TaskRun]) -> None:
     """Every task run of the run has its row, with the name and state the UI shows."""
     steps_runs = [run for run in runs if run.name != "acp-session"]
@@ -121,12 +96,12 @@ async def test_names_states_and_logs_of_a_turn_and_its_calls_and_the_replay(sess
     failed = named["tool-0-fragile"].state
     assert failed.is_completed() and failed.message == error, "an error is visible without failing the run"
 
-    assert await logs(named["tool-0-lookup-2"]) == ['arguments: {"key": "k2"}', "result: value-of-k2"]
-    assert await logs(named["tool-0-fragile"]) == ['arguments: {"n": 3}', error]
-    decided, cost = await logs(named["turn-0"])
+    assert await task_run_logs(named["tool-0-lookup-2"]) == ['arguments: {"key": "k2"}', "result: value-of-k2"]
+    assert await task_run_logs(named["tool-0-fragile"]) == ['arguments: {"n": 3}', error]
+    decided, cost = await task_run_logs(named["turn-0"])
     assert decided == 'calls: lookup({"key": "k1"}), lookup({"key": "k2"}), fragile({"n": 3})'
     assert re.fullmatch(r"seconds \d+\.\d\d · tokens 10 in / 5 out · launches 1", cost), cost
-    assert (await logs(named["turn-1"]))[0] == f"answer: {result.text}"
+    assert (await task_run_logs(named["turn-1"]))[0] == f"answer: {result.text}"
     assert_entries_match(recorded[0], runs)
     names = [entry.name for entry in recorded[0].entries]
     assert names[0] == "turn-0" and names[-1] == "turn-1", "rows come in the order steps finish"
@@ -158,13 +133,13 @@ async def test_secrets_are_redacted_and_long_results_cut_in_a_tool_runs_logs(ses
     assert result.status == "completed", result.error
 
     named = by_name(await task_runs(result.flow_run_id, expected=3))
-    arguments, shown = await logs(named["tool-0-echo"])
+    arguments, shown = await task_run_logs(named["tool-0-echo"])
     assert arguments == 'arguments: {"text": "token=***"}'
     full = len("token=***") + 5000
     assert shown == "result: token=***" + "x" * (2000 - len("token=***")) + f"… ({full} characters)"
-    turn = await logs(named["turn-0"])
+    turn = await task_run_logs(named["turn-0"])
     assert turn[0] == 'calls: echo({"text": "token=***"})'
-    everything = [line for run in named.values() for line in await logs(run)]
+    everything = [line for run in named.values() for line in await task_run_logs(run)]
     assert everything and not any(secret in line for line in everything)
 
 
@@ -182,8 +157,12 @@ async def test_a_suspended_call_awaits_and_the_approved_call_runs_again_by_name(
             "suspend-0-deploy": "Completed",
         }
         assert named["tool-0-deploy"].state.message == "May I deploy api?"
-        assert await logs(named["tool-0-deploy"]) == ['arguments: {"service": "api"}', "pending: May I deploy api?"]
-        assert (await logs(named["suspend-0-deploy"]))[0] == f"request {first.request.id} (approval): May I deploy api?"
+        assert await task_run_logs(named["tool-0-deploy"]) == [
+            'arguments: {"service": "api"}',
+            "pending: May I deploy api?",
+        ]
+        asked = await task_run_logs(named["suspend-0-deploy"])
+        assert asked[0] == f"request {first.request.id} (approval): May I deploy api?"
         assert_entries_match(recorded[0], runs)
 
         resumed = await client.resume(session_id, Answer(id=first.request.id, ok=True), toolkit)
@@ -198,7 +177,7 @@ async def test_a_suspended_call_awaits_and_the_approved_call_runs_again_by_name(
         "tool-0-deploy-approved": "Completed",
         "turn-1": "Completed",
     }
-    assert (await logs(named["tool-0-deploy-approved"]))[1] == "result: deployed api"
+    assert (await task_run_logs(named["tool-0-deploy-approved"]))[1] == "result: deployed api"
     assert_entries_match(recorded[1], runs)
     assert [e.name for e in recorded[1].entries] == [
         "turn-0",

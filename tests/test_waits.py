@@ -12,7 +12,6 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 from prefect.settings import get_current_settings
-from test_run_report import logs
 
 from nexusflow import (
     EventWait,
@@ -26,6 +25,8 @@ from nexusflow import (
     suspend,
     tool,
 )
+
+from helpers.prefect_api import flow_run_logs
 
 pytestmark = pytest.mark.anyio
 
@@ -151,7 +152,7 @@ async def test_an_untouched_form_is_refused_and_the_log_says_how_to_answer(sessi
         f"waiting for an answer to May I release 1.2? (request {session_id}.0.0): approve or deny it on the flow "
         f"run's page in the Prefect UI ({page}), or run: nexusflow answer {run_id} --approve|--deny"
     )
-    lines = await logs(run_id, "Finished in state")
+    lines = await flow_run_logs(run_id, "Finished in state")
     assert (20, hint) in lines
     assert not [message for level, message in lines if level >= 40]
 
@@ -182,7 +183,7 @@ async def test_a_suspended_job_says_how_to_answer_and_logs_no_error(session_id):
         state = (await client.read_flow_run(run.id)).state
     assert state is not None and state.name == "Suspended"
 
-    lines = await logs(str(run.id), "Finished in state Suspended")
+    lines = await flow_run_logs(str(run.id), "Finished in state Suspended")
     finished = [level for level, message in lines if message.startswith("Finished in state Suspended(")]
     assert finished == [20], "Prefect's closing line of the flow run, lowered from ERROR"
     hints = [message for level, message in lines if level == 20 and message.startswith("waiting for an answer")]

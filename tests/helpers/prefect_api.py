@@ -1,5 +1,6 @@
-"""Reading what the Prefect server recorded. Task-run states reach the server through its
-event pipeline, a moment after the flow returns, so reads wait until the runs are there."""
+"""Reading what the Prefect server recorded. Task-run states and logs reach the server through
+its event pipeline and log batches, a moment after the flow returns, so reads wait until
+they are there."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from uuid import UUID
 
 import anyio
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    LogFilter,
+    LogFilterFlowRunId,
+    LogFilterTaskRunId,
+)
 from prefect.client.schemas.objects import FlowRun, TaskRun
 
 
@@ -33,3 +40,37 @@ async def flow_run(flow_run_id: str) -> FlowRun:
 async def task_run(task_run_id: UUID) -> TaskRun:
     async with get_client() as client:
         return await client.read_task_run(task_run_id)
+
+
+def by_name(runs: list[TaskRun]) -> dict[str, TaskRun]:
+    named = {run.name: run for run in runs}
+    assert len(named) == len(runs), f"task run names repeat: {sorted(run.name for run in runs)}"
+    return named
+
+
+async def task_run_logs(run: TaskRun, timeout: float = 30) -> list[str]:
+    """The task run's own log lines, without Prefect's last one (``Finished in state ...``),
+    which says they are all there: logs reach the server in batches, a moment later."""
+    deadline = time.monotonic() + timeout
+    task_run = LogFilter(task_run_id=LogFilterTaskRunId(any_=[UUID(str(run.id))]))
+    async with get_client() as client:
+        while True:
+            found = sorted(await client.read_logs(log_filter=task_run), key=lambda log: log.timestamp)
+            lines = [log.message for log in found]
+            if any(line.startswith("Finished in state") for line in lines) or time.monotonic() > deadline:
+                return [line for line in lines if not line.startswith("Finished in state")]
+            await anyio.sleep(0.5)
+
+
+async def flow_run_logs(flow_run_id: str, needle: str, timeout: float = 30) -> list[tuple[int, str]]:
+    """The flow run's log lines (level, message), once one contains ``needle``."""
+    deadline = time.monotonic() + timeout
+    async with get_client() as client:
+        while True:
+            found = await client.read_logs(
+                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[UUID(flow_run_id)]))
+            )
+            lines = [(log.level, log.message) for log in found]
+            if any(needle in message for _, message in lines) or time.monotonic() > deadline:
+                return lines
+            await anyio.sleep(0.5)
