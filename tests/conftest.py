@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,15 +20,10 @@ from pathlib import Path
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
+from helpers.servers import free_port
 
 _HOME = Path(tempfile.mkdtemp(prefix="nexusflow-tests-"))
-_PORT = _free_port()
+_PORT = free_port()
 os.environ.update(
     {
         "DO_NOT_TRACK": "1",

@@ -14,13 +14,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +27,16 @@ from typing import Any
 import anyio
 import pytest
 
+from helpers.servers import (
+    free_port,
+    http_ok,
+    postgres,
+    spawn,
+    start_prefect_server,
+    wait_for_prefect_server,
+    wait_until,
+)
+
 POOL = "topology"
 DEPLOYMENT = "agent-job/topology"
 RESULTS = "results"
@@ -36,48 +44,6 @@ RESULTS = "results"
 SIDE_EFFECTS = "side-effects"
 """The bucket of the tools' own log (tests/helpers/topology_tools.py), not nexusflow state."""
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_until(
-    ready: Callable[[], bool], process: subprocess.Popen[bytes], what: str, log: Path, timeout: float
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not start:\n{log.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.2)
-
-
-def _http_ok(url: str) -> Callable[[], bool]:
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
-
-    return ready
-
-
-def _stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    """The whole process group: a worker's flow-run processes go with it."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGCONT)  # a frozen machine must hear the signal
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            pass
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 @dataclass
@@ -143,69 +109,6 @@ class Topology:
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         pages = self.s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         return [item["Key"] for page in pages for item in page.get("Contents", [])]
-
-
-def _postgres(root: Path, stack: ExitStack) -> str:
-    """A throwaway cluster: initdb in a temp dir, a free port, its socket in the temp dir.
-    PostgreSQL refuses to run as root, so as root it runs as Debian's ``postgres`` user."""
-    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
-    if not binaries:
-        raise RuntimeError("no PostgreSQL server: run .ci/install-topology")
-    bin_dir = binaries[-1].parent
-    data = root / "pg"
-    data.mkdir()
-    as_postgres: list[str] = []
-    if os.geteuid() == 0:
-        as_postgres = ["runuser", "-u", "postgres", "--"]
-        shutil.chown(data, "postgres")
-        root.chmod(0o755)
-    subprocess.run(
-        [*as_postgres, str(bin_dir / "initdb"), "-D", str(data / "data"), "-U", "postgres", "-A", "trust", "--no-sync"],
-        check=True,
-        capture_output=True,
-    )
-    port = free_port()
-    log = root / "postgres.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            [
-                *as_postgres,
-                str(bin_dir / "postgres"),
-                "-D",
-                str(data / "data"),
-                "-p",
-                str(port),
-                "-k",
-                str(data),
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "fsync=off",
-                "-c",
-                "synchronous_commit=off",
-                "-c",
-                "full_page_writes=off",
-                "-c",
-                "max_connections=200",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    stack.callback(_stop, server, signal.SIGINT)  # a fast shutdown
-    ready = [str(bin_dir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)]
-    _wait_until(lambda: subprocess.run(ready).returncode == 0, server, "PostgreSQL", log, 60)
-    subprocess.run(
-        [str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "prefect"], check=True
-    )
-    return f"postgresql+asyncpg://postgres@127.0.0.1:{port}/prefect"
-
-
-def _spawn(argv: list[str], env: dict[str, str], cwd: Path, log: Path, stack: ExitStack) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as out:
-        process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    stack.callback(_stop, process)
-    return process
 
 
 def _base_env(api_url: str) -> dict[str, str]:
@@ -277,40 +180,34 @@ def topology_fixture() -> Iterator[Topology]:
     root = Path(tempfile.mkdtemp(prefix="nexusflow-topology-"))
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, root, True)
-        database = _postgres(root, stack)
+        database, _ = postgres(stack)
         timings = {"postgres": time.monotonic() - started}
 
-        api_url = f"http://127.0.0.1:{free_port()}/api"
+        port = free_port()
+        api_url = f"http://127.0.0.1:{port}/api"
         env = _base_env(api_url)
         server_env = _own_environment(env, root / "server")
         server_env["PREFECT_API_DATABASE_CONNECTION_URL"] = database
-        port = api_url.split(":")[2].split("/")[0]
-        server = _spawn(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", port],
-            server_env,
-            root / "server" / "work",
-            root / "server.log",
-            stack,
-        )
+        server = start_prefect_server(port, server_env, root / "server" / "work", root / "server.log", stack)
 
         s3_port = free_port()
         s3_url = f"http://127.0.0.1:{s3_port}"
         (root / "s3").mkdir()
-        s3 = _spawn(
+        s3 = spawn(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(s3_port)],
             env,
             root / "s3",
             root / "s3.log",
             stack,
         )
-        _wait_until(_http_ok(f"{s3_url}/moto-api/"), s3, "moto's S3 server", root / "s3.log", 60)
+        wait_until(http_ok(f"{s3_url}/moto-api/"), s3, "moto's S3 server", root / "s3.log", 60)
         env.update(CREDENTIALS)
         env["AWS_ENDPOINT_URL"] = s3_url
         topology = Topology(root=root, api_url=api_url, s3_url=s3_url, env=env, timings=timings)
         for bucket in (RESULTS, SIDE_EFFECTS):
             topology.s3().create_bucket(Bucket=bucket)
 
-        _wait_until(_http_ok(f"{api_url}/health"), server, "the Prefect server", root / "server.log", 180)
+        wait_for_prefect_server(api_url, server, root / "server.log")
         timings["server"] = time.monotonic() - started
         with topology.api():
             anyio.run(_configure, topology)
@@ -319,7 +216,7 @@ def topology_fixture() -> Iterator[Topology]:
             machine = Machine(
                 name, root / name, _own_environment({**env, "PREFECT_WORKER_QUERY_SECONDS": "1"}, root / name)
             )
-            machine.process = _spawn(
+            machine.process = spawn(
                 [sys.executable, "-m", "prefect", "worker", "start", "--pool", POOL, "--name", f"worker-{name}"],
                 machine.env,
                 machine.workdir,
