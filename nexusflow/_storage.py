@@ -101,23 +101,25 @@ def _checked(path: str, content: bytes) -> bytes:
     return content
 
 
-_atomic: dict[str, AtomicLocalFileSystem] = {}
+_atomic: dict[tuple[str, str], AtomicLocalFileSystem] = {}
 _saving = anyio.Lock()
 
 
 async def _atomic_block(basepath: str) -> AtomicLocalFileSystem:
     """Prefect takes a task's result storage only as a block saved on the server: saved
-    once per process and path, under a name derived from the path."""
+    once per process, server and path (a block saved on one server is unknown to another),
+    under a name derived from the path."""
+    key = (str(get_current_settings().api.url), basepath)
     async with _saving:
-        if basepath not in _atomic:
+        if key not in _atomic:
             block = AtomicLocalFileSystem(basepath=basepath)
             name = f"nexusflow-results-{hashlib.sha256(basepath.encode()).hexdigest()[:12]}"
             try:
                 await block.asave(name, overwrite=True)
             except ObjectAlreadyExists:
                 await block.asave(name, overwrite=True)  # a parallel first save won the race
-            _atomic[basepath] = block
-        return _atomic[basepath]
+            _atomic[key] = block
+        return _atomic[key]
 
 
 _LOOKUP_EVERY = 30.0

@@ -1,9 +1,17 @@
-"""How often a run asks where result storage is: Prefect asks the server at every lookup."""
+"""How often a run asks where result storage is (Prefect asks the server at every lookup),
+and that the local storage block a run uses is saved on the server it talks to."""
+
+import os
+from contextlib import ExitStack
 
 import pytest
+from prefect.client.orchestration import get_client
+from prefect.settings import PREFECT_API_URL, temporary_settings
 
 import nexusflow._storage as storage_module
 from nexusflow import ScriptedModel, Toolkit, create_in_process_client, tool
+
+from helpers.servers import free_port, start_prefect_server, wait_for_prefect_server
 
 pytestmark = pytest.mark.anyio
 
@@ -31,3 +39,23 @@ async def test_runs_of_one_process_share_one_storage_lookup(monkeypatch, session
             result = await client.run("go", toolkit, session_id=f"{session_id}-{n}")
             assert result.status == "completed", result.error
     assert len(lookups) == 1, f"{len(lookups)} lookups for two runs"
+
+
+async def test_a_second_server_gets_its_own_local_storage_block(monkeypatch, tmp_path):
+    """A process that talks to two servers saves the block on each: one saved on the first
+    is unknown to the second, where a task run could not use it."""
+    monkeypatch.setattr(storage_module, "_atomic", {})
+    monkeypatch.setattr(storage_module, "_looked_up", {})
+    first = await storage_module.step_storage()
+    port = free_port()
+    api_url = f"http://127.0.0.1:{port}/api"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api_url}
+    with ExitStack() as stack:
+        server = start_prefect_server(port, env, tmp_path, tmp_path / "server.log", stack)
+        wait_for_prefect_server(api_url, server, tmp_path / "server.log")
+        with temporary_settings({PREFECT_API_URL: api_url}):
+            second = await storage_module.step_storage()
+            async with get_client() as client:
+                saved = await client.read_block_document(second._block_document_id)
+    assert second.basepath == first.basepath
+    assert saved.name == first._block_document_name
