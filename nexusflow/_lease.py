@@ -21,10 +21,11 @@ from contextlib import asynccontextmanager
 import anyio
 from prefect.client.orchestration import PrefectClient, get_client
 from prefect.client.schemas.objects import ConcurrencyLeaseHolder
-from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound, PrefectHTTPStatusError
+from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 from prefect.filesystems import WritableFileSystem
 from pydantic import BaseModel
 
+from ._concurrency import ensure_limit
 from ._digest import digest
 from ._secrets import get_logger
 from ._storage import read_record, step_storage, write_record
@@ -37,8 +38,6 @@ LEASE_SECONDS = 60.0
 BEAT_SECONDS = 1.0
 STALE_AFTER = 8.0
 
-_limits: set[str] = set()
-
 
 class Heartbeat(BaseModel):
     session_id: str
@@ -49,16 +48,6 @@ class Heartbeat(BaseModel):
 
 def limit_name(session_id: str) -> str:
     return f"nexusflow-session-{digest(session_id)}"
-
-
-async def _ensure_limit(client: PrefectClient, name: str) -> None:
-    if name in _limits:
-        return
-    try:
-        await client.upsert_global_concurrency_limit_by_name(name, 1)
-    except ObjectAlreadyExists:
-        pass  # a parallel first call created it
-    _limits.add(name)
 
 
 async def _try_acquire(client: PrefectClient, name: str, flow_run_id: str) -> str | None:
@@ -84,7 +73,7 @@ async def _release(client: PrefectClient, lease_id: str) -> None:
 async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_id: str, flow_run_id: str) -> str:
     """The lease id, once the slot is ours; ``SessionBusyError`` while a live run holds it."""
     name = limit_name(session_id)
-    await _ensure_limit(client, name)
+    await ensure_limit(name, 1, client=client)
     first = True
     seen: Heartbeat | None = None
     since = time.monotonic()

@@ -1,35 +1,15 @@
-"""Prefect global concurrency limits, as the tasks hold them: a tool policy's
-``concurrency`` around a tool call, a client's subscription limit around a model turn."""
+"""A client's subscription limit, as a model turn holds it (Prefect global concurrency
+limits, made sure of by ``nexusflow._concurrency``)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import anyio
-from prefect.client.orchestration import get_client
 from prefect.concurrency.asyncio import concurrency, rate_limit
-from prefect.exceptions import ObjectAlreadyExists
 
+from .._concurrency import ensure_limit
 from ..limits import SubscriptionLimit
-
-_limits_set: set[tuple[str, int, float | None]] = set()
-_limits_lock = anyio.Lock()
-
-
-async def ensure_limit(name: str, limit: int, slot_decay_per_second: float | None = None) -> None:
-    """Create or resize the global concurrency limit once per process (a second process
-    creating it at the same moment makes the first upsert fail: the second one updates)."""
-    wanted = (name, limit, slot_decay_per_second)
-    async with _limits_lock:
-        if wanted in _limits_set:
-            return
-        async with get_client() as client:
-            try:
-                await client.upsert_global_concurrency_limit_by_name(name, limit, slot_decay_per_second)
-            except ObjectAlreadyExists:
-                await client.upsert_global_concurrency_limit_by_name(name, limit, slot_decay_per_second)
-        _limits_set.add(wanted)
 
 
 @asynccontextmanager

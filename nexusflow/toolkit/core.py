@@ -62,6 +62,8 @@ async def _with_policy(item: Tool, arguments: dict[str, Any], policy: ToolPolicy
             raise _PolicyTimeout
         return result
 
+    if policy.retries == 0:  # most calls: no retry object to build (~0.3 ms a call)
+        return await attempt()
     retrying = AsyncRetrying(
         stop=stop_after_attempt(policy.retries + 1),
         wait=wait_fixed(policy.retry_delay),
