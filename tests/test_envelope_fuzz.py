@@ -18,6 +18,11 @@ from nexusflow import CliError, CliStyles, ModelReply, ModelRequest
 from nexusflow.messages import Message, ToolMessage, UserMessage
 from nexusflow.transports.cli import CliConfig, CliTransport, Complaint, builtin_style, parse_reply
 
+# Hypothesis warns when the global `random` state moves while it draws, whoever moved it:
+# Prefect's background threads (left by earlier test modules) jitter their back-off with
+# `random.uniform`. These strategies never touch `random`.
+pytestmark = pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
+
 TOOLS = {"add", "search", "delete_all"}
 FUZZ = settings(
     deadline=None,
