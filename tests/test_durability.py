@@ -329,10 +329,12 @@ def test_twenty_runs_at_once_in_one_process(session_id):
     assert _check(_outcomes(done, 20)) == 20
 
 
-def test_four_processes_of_twenty_runs_against_one_server(session_id):
+def test_four_processes_of_ten_runs_against_one_server(session_id):
+    """Four processes at once against one SQLite server: every run completes or fails with
+    a clear ``prefect:`` error (the server's lock), and no run reads another's result."""
     processes = [
         subprocess.Popen(
-            [sys.executable, str(HELPERS / "many_runs.py"), "20", f"{session_id}-{n}"],
+            [sys.executable, str(HELPERS / "many_runs.py"), "10", f"{session_id}-{n}"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -342,8 +344,8 @@ def test_four_processes_of_twenty_runs_against_one_server(session_id):
     completed = 0
     for process in processes:
         out, err = process.communicate(timeout=900)
-        completed += _check(_outcomes(subprocess.CompletedProcess(process.args, process.returncode, out, err), 20))
-    assert completed >= 60, f"only {completed} of 80 runs completed against one SQLite server"
+        completed += _check(_outcomes(subprocess.CompletedProcess(process.args, process.returncode, out, err), 10))
+    assert completed >= 30, f"only {completed} of 40 runs completed against one SQLite server"
 
 
 async def test_over_acp_another_prompt_reruns_a_served_call_with_the_same_arguments(agent, session_id):
