@@ -18,7 +18,6 @@ import datetime
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,13 +26,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from helpers.servers import free_port
+
 BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _environment(home: str, port: int) -> dict[str, str]:
@@ -90,14 +86,14 @@ def main(rounds: int) -> None:
     times: dict[str, list[float]] = {name: [] for name in names}
     parts: dict[str, list[float]] = {"imports": [], "server start": [], "run and stop": []}
     with tempfile.TemporaryDirectory() as warm_home:
-        warm_port = _free_port()
+        warm_port = free_port()
         warm = _environment(warm_home, warm_port)
         server = _start_server(warm, warm_port)
         try:
             timed([str(BIN / "nexusflow"), "demo"], warm)  # the warm server's first run creates its blocks
             for _ in range(rounds):
                 with tempfile.TemporaryDirectory() as cold_home:
-                    cold = _environment(cold_home, _free_port())
+                    cold = _environment(cold_home, free_port())
                     times["python -c pass"].append(timed([sys.executable, "-c", "pass"], cold)[0])
                     times["prefect version"].append(timed([str(BIN / "prefect"), "version"], cold)[0])
                     times["nexusflow --help"].append(timed([str(BIN / "nexusflow"), "--help"], cold)[0])

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .client import Client, create_cli_client, create_in_process_client
+    from .compose import AgentTool
     from .errors import (
         AcpError,
         CliError,
@@ -15,10 +16,12 @@ if TYPE_CHECKING:
         MissingVariableError,
         ModelError,
         NexusflowError,
+        OutputError,
         ResumeError,
         SessionIdError,
         SubscriptionLimitError,
         ToolkitError,
+        TransientError,
     )
     from .events import RunFinished, StreamEvent, TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
     from .flows import agent_run
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
         UserMessage,
     )
     from .options import ClientOptions
-    from .policies import ToolPolicy, TransientError
+    from .policies import ToolPolicy
     from .suspension import Suspended, Suspension, current_answer, suspend
     from .task_config import StepOptions, TaskConfig
     from .tasks.keys import POSITIONAL_KEY, PositionalKey
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
 _WHERE: dict[str, str] = {
     "AcpError": "errors",
     "AcpLaunch": "transports.cli",
+    "AgentTool": "compose",
     "Answer": "messages",
     "AnswerForm": "waits",
     "AssistantMessage": "messages",
@@ -80,6 +84,7 @@ _WHERE: dict[str, str] = {
     "ModelReply": "messages",
     "ModelRequest": "messages",
     "NexusflowError": "errors",
+    "OutputError": "errors",
     "POSITIONAL_KEY": "tasks.keys",
     "Polling": "waits",
     "PositionalKey": "tasks.keys",
@@ -110,7 +115,7 @@ _WHERE: dict[str, str] = {
     "ToolSpec": "messages",
     "Toolkit": "toolkit",
     "ToolkitError": "errors",
-    "TransientError": "policies",
+    "TransientError": "errors",
     "Transport": "transports.choice",
     "TurnStats": "messages",
     "UNVERIFIED": "transports.cli",
@@ -134,6 +139,7 @@ __all__ = [
     "UNVERIFIED",
     "AcpError",
     "AcpLaunch",
+    "AgentTool",
     "Answer",
     "AnswerForm",
     "AssistantMessage",
@@ -156,6 +162,7 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "NexusflowError",
+    "OutputError",
     "Polling",
     "PositionalKey",
     "PrefectPause",

@@ -8,9 +8,32 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from .errors import ToolkitError
+from ._digest import digest
+from .errors import ToolkitError, output_unusable
+
+
+def _import_file(name: str) -> ModuleType:
+    """A file's module, run once per process and kept in ``sys.modules`` under a name of its
+    own (a ``math.py`` must not replace ``math``): dataclasses and postponed annotations
+    look their module up there, and a file named twice (tools, output type) is one module."""
+    path = Path(name).resolve()
+    module_name = f"_nexusflow_file_{path.stem}_{digest(str(path))}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    loader_spec = importlib.util.spec_from_file_location(module_name, path)
+    if loader_spec is None or loader_spec.loader is None or not path.is_file():
+        raise ToolkitError(f"tools: no such file: {name}")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
 
 
 def import_target(spec: str) -> Any:
@@ -19,12 +42,7 @@ def import_target(spec: str) -> Any:
         raise ToolkitError(f"tools: expected module:function or file.py:function, got {spec!r}")
     try:
         if module_name.endswith(".py"):
-            path = Path(module_name).resolve()
-            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
-            if loader_spec is None or loader_spec.loader is None or not path.is_file():
-                raise ToolkitError(f"tools: no such file: {module_name}")
-            module = importlib.util.module_from_spec(loader_spec)
-            loader_spec.loader.exec_module(module)
+            module = _import_file(module_name)
         else:
             if str(Path.cwd()) not in sys.path:
                 sys.path.insert(0, str(Path.cwd()))
@@ -46,3 +64,14 @@ def import_tools(specs: Sequence[str]) -> list[Any]:
         target = import_target(spec)
         tools.extend(target if isinstance(target, list | tuple) else [target])
     return tools
+
+
+def import_output_type(spec: str | None) -> Any:
+    """The type a ``module:Name`` (or ``file.py:Name``) names; None for plain text. Whether
+    pydantic can use it is ``OutputSpec.of``'s to say."""
+    if spec is None:
+        return None
+    try:
+        return import_target(spec)
+    except ToolkitError as exc:
+        raise output_unusable(spec, str(exc).removeprefix("tools: ")) from exc

@@ -6,17 +6,19 @@ import math
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any, overload
 
 import anyio
 from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
+from prefect.transactions import CommitMode, atransaction
 from prefect.utilities.asyncutils import run_coro_as_sync
 
-from ._digest import digest
+from ._position import child_session_id
 from ._retry import api_retrying, is_transient
 from ._runtime import PendingRun, pending_run
+from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
 from .errors import (
     NexusflowError,
     PrefectApiError,
@@ -29,6 +31,7 @@ from .errors import (
 from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run
 from .flows.agent import preview
+from .flows.output import OutputSpec
 from .limits import SubscriptionLimit
 from .memory import (
     ConversationStore,
@@ -39,7 +42,7 @@ from .memory import (
     read_inputs,
     write_inputs,
 )
-from .messages import Answer, Message, RunResult, SystemMessage
+from .messages import Answer, Message, OutputT, RunResult, SystemMessage
 from .options import ClientOptions
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
@@ -57,10 +60,7 @@ def new_session_id() -> str:
 def exchange_session_id(conversation_id: str, exchange: int) -> str:
     """The session of one exchange of a conversation: ``<id>.<n>``, shortened with a digest
     of the id when that would pass the 128 characters every accepted id must fit."""
-    suffix = f".{exchange}"
-    if len(conversation_id) + len(suffix) <= 128:
-        return conversation_id + suffix
-    return f"{conversation_id[: 128 - len(suffix) - 17]}-{digest(conversation_id)}{suffix}"
+    return child_session_id(conversation_id, exchange)
 
 
 def check_session_id(session_id: str) -> str:
@@ -78,9 +78,48 @@ class Client:
         self.transport = transport
         self.options = options
 
+    @overload
     async def run(
-        self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, subflow: bool = True
-    ) -> RunResult:
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        session_id: str | None = None,
+        subflow: bool = True,
+        output_type: None = None,
+    ) -> RunResult[Any]: ...
+
+    @overload
+    async def run(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        session_id: str | None = None,
+        subflow: bool = True,
+        output_type: type[OutputT],
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def run(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        session_id: str | None = None,
+        subflow: bool = True,
+        output_type: object,
+    ) -> RunResult[Any]: ...
+
+    async def run(
+        self,
+        prompt: str,
+        toolkit: Toolkit | None = None,
+        *,
+        session_id: str | None = None,
+        subflow: bool = True,
+        output_type: object = None,
+    ) -> RunResult[Any]:
         """Run the ``agent_run`` flow (a subflow when called inside a flow) and return its
         result. Failures are reported in the result (``status="failed"``, ``error``),
         not raised. Run again with the same ``session_id`` to resume a crashed run; a run
@@ -88,12 +127,37 @@ class Client:
 
         ``subflow=False`` (inside a flow only) runs the loop in the current flow run
         instead: its turns and tool calls are that run's task runs, and a
-        ``DeploymentSuspension`` suspends that run (a deployment's run, say)."""
-        return await self._start(SessionRecord(prompt=prompt), toolkit, session_id, subflow=subflow)
+        ``DeploymentSuspension`` suspends that run (a deployment's run, say).
 
-    async def resume(self, session_id: str, answer: Answer, toolkit: Toolkit | None = None) -> RunResult:
+        ``output_type`` (default: the client's) is what the final answer must be: a pydantic
+        model or any type a ``TypeAdapter`` takes; ``result.output`` is the validated value.
+        ``str`` asks for plain text."""
+        return await self._start(
+            SessionRecord(prompt=prompt), toolkit, session_id, subflow=subflow, output_type=output_type
+        )
+
+    @overload
+    async def resume(
+        self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: None = None
+    ) -> RunResult[Any]: ...
+
+    @overload
+    async def resume(
+        self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: type[OutputT]
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def resume(
+        self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: object
+    ) -> RunResult[Any]: ...
+
+    async def resume(
+        self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: object = None
+    ) -> RunResult[Any]:
         """Continue a ``pending`` run with the answer to its request, in this process or
-        any other: finished steps replay, the answered call runs, the run goes on."""
+        any other: finished steps replay, the answered call runs, the run goes on.
+        ``output_type`` (default: the client's) is not stored with the session: pass the one
+        the run started with, or its final answer is checked against another."""
         check_session_id(session_id)
         state = await self._sessions.get(session_id)
         record = await read_inputs(session_id, state.inputs) if state is not None else None
@@ -106,16 +170,35 @@ class Client:
                 f'resume: the answer is for "{answer.id}", but session "{session_id}" waits for "{state.pending.id}"'
             )
         record = record.model_copy(update={"conversation_id": state.conversation_id})
-        return await self._start(record, toolkit, session_id, answers={answer.id: answer})
+        return await self._start(record, toolkit, session_id, answers={answer.id: answer}, output_type=output_type)
 
-    async def ask(self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str) -> RunResult:
+    @overload
+    async def ask(
+        self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str, output_type: None = None
+    ) -> RunResult[Any]: ...
+
+    @overload
+    async def ask(
+        self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str, output_type: type[OutputT]
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def ask(
+        self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str, output_type: object
+    ) -> RunResult[Any]: ...
+
+    async def ask(
+        self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str, output_type: object = None
+    ) -> RunResult[Any]:
         """One exchange of a conversation that goes on across runs and processes: the
-        earlier messages come from the conversation store and the new ones are saved."""
+        earlier messages come from the conversation store and the new ones are saved.
+        ``output_type`` (default: the client's) is this exchange's, as for ``run``."""
         check_session_id(conversation_id)
         history = await self._conversations.get(conversation_id)
         exchange = sum(message.role == "user" for message in history)
         record = SessionRecord(prompt=prompt, history=history, conversation_id=conversation_id)
-        return await self._start(record, toolkit, exchange_session_id(conversation_id, exchange))
+        session_id = exchange_session_id(conversation_id, exchange)
+        return await self._start(record, toolkit, session_id, output_type=output_type)
 
     async def stream(
         self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None
@@ -152,12 +235,15 @@ class Client:
         emit: Emit | None = None,
         answers: dict[str, Answer] | None = None,
         subflow: bool = True,
+        output_type: object = None,
     ) -> RunResult:
         session_id = check_session_id(session_id) if session_id is not None else new_session_id()
         if not subflow and FlowRunContext.get() is None:
             raise NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
+        options = self.options if output_type is None else self.options.model_copy(update={"output_type": output_type})
+        OutputSpec.of(options.output_type)  # an unusable type fails here, before anything runs
         pending = PendingRun(
-            options=self.options,
+            options=options,
             transport=self.transport,
             toolkit=toolkit if toolkit is not None else Toolkit(),
             emit=emit,
@@ -185,14 +271,18 @@ class Client:
         await sessions.save(session_id, state)
         token = pending_run.set(pending)
         try:
-            if subflow:
-                outcome = await agent_run(
-                    session_id=session_id, prompt=preview(record.prompt), inputs=reference, return_state=True
-                )
-                result = await self._result(outcome, session_id)
-            else:
-                value = await agent_run.fn(session_id=session_id, prompt=preview(record.prompt), inputs=reference)
-                result = RunResult.model_validate(value.data if isinstance(value, State) else value)
+            # Inside a task run (a user's @task, a tool that runs an agent), Prefect stores the
+            # steps' records only when that task run ends, so a crash would lose every finished
+            # turn. Committed eagerly, each step is stored as it finishes, as in a run of its own.
+            async with atransaction(commit_mode=CommitMode.EAGER):
+                if subflow:
+                    outcome = await agent_run(
+                        session_id=session_id, prompt=preview(record.prompt), inputs=reference, return_state=True
+                    )
+                    result = await self._result(outcome, session_id)
+                else:
+                    value = await agent_run.fn(session_id=session_id, prompt=preview(record.prompt), inputs=reference)
+                    result = RunResult.model_validate(value.data if isinstance(value, State) else value)
         finally:
             pending_run.reset(token)
         if result.status == "pending":
@@ -217,9 +307,100 @@ class Client:
             flow_run_id=str(state.state_details.flow_run_id) if state.state_details.flow_run_id else None,
         )
 
-    def run_sync(self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None) -> RunResult:
+    @overload
+    def run_sync(
+        self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, output_type: None = None
+    ) -> RunResult[Any]: ...
+
+    @overload
+    def run_sync(
+        self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, output_type: type[OutputT]
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    def run_sync(
+        self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, output_type: object
+    ) -> RunResult[Any]: ...
+
+    def run_sync(
+        self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, output_type: object = None
+    ) -> RunResult[Any]:
         """``run`` for synchronous code, including inside a synchronous ``@flow``."""
-        return run_coro_as_sync(self.run(prompt, toolkit, session_id=session_id))
+        return run_coro_as_sync(self.run(prompt, toolkit, session_id=session_id, output_type=output_type))
+
+    def as_tool(
+        self,
+        *,
+        name: str,
+        description: str,
+        toolkit: Toolkit | None = None,
+        output_type: object = None,
+        prompt_description: str = PROMPT_DESCRIPTION,
+    ) -> AgentTool:
+        """This agent as a tool of another agent's toolkit: the calling model passes a
+        ``prompt``, and gets this agent's output (JSON when ``output_type`` is given) or, if
+        the run fails, its error. The run is a flow run nested in the calling tool call's task
+        run, with a session derived from the call's position, so it resumes with the caller."""
+        return AgentTool(
+            self,
+            name=name,
+            description=description,
+            toolkit=toolkit,
+            output_type=output_type,
+            prompt_description=prompt_description,
+        )
+
+    @overload
+    async def map(
+        self,
+        prompts: Iterable[str],
+        toolkit: Toolkit | None = None,
+        *,
+        max_concurrency: int = 4,
+        session_id: str | None = None,
+        output_type: None = None,
+    ) -> list[RunResult[Any]]: ...
+
+    @overload
+    async def map(
+        self,
+        prompts: Iterable[str],
+        toolkit: Toolkit | None = None,
+        *,
+        max_concurrency: int = 4,
+        session_id: str | None = None,
+        output_type: type[OutputT],
+    ) -> list[RunResult[OutputT]]: ...
+
+    @overload
+    async def map(
+        self,
+        prompts: Iterable[str],
+        toolkit: Toolkit | None = None,
+        *,
+        max_concurrency: int = 4,
+        session_id: str | None = None,
+        output_type: object,
+    ) -> list[RunResult[Any]]: ...
+
+    async def map(
+        self,
+        prompts: Iterable[str],
+        toolkit: Toolkit | None = None,
+        *,
+        max_concurrency: int = 4,
+        session_id: str | None = None,
+        output_type: object = None,
+    ) -> list[RunResult[Any]]:
+        """One run per prompt (subflows inside a flow), at most ``max_concurrency`` at once,
+        the results in prompt order. With ``session_id`` (the batch's id) run ``i`` is session
+        ``<session_id>.<i>``: run the batch again to resume it. A failure is that run's failed
+        result, never a cancelled batch."""
+        if session_id is not None:
+            check_session_id(session_id)
+        return await map_prompts(
+            self, prompts, toolkit, max_concurrency=max_concurrency, session_id=session_id, output_type=output_type
+        )
 
 
 def create_in_process_client(
@@ -262,6 +443,7 @@ def create_cli_client(
     transport: Transport = Transport.AUTO,
     acp_command: str | None = None,
     timeout: float = 300.0,
+    retry_on: str | Sequence[str] = (),
     env: dict[str, str] | None = None,
     workspace: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
@@ -280,7 +462,10 @@ def create_cli_client(
     ``ACP`` or ``CLI`` force one. Styles whose ACP comes from an adapter (claude, codex) take
     its path as ``acp_command``. ``env`` adds environment for the CLI (``${VAR}`` expanded at
     launch, never logged); over ACP the agent gets only a minimal base environment plus the
-    style's and this. ``timeout`` bounds one launch or one ACP turn. ``workspace`` bounds
+    style's and this. ``timeout`` bounds one launch or one ACP turn. ``retry_on``: regular
+    expressions (searched ignoring case) that make a failure whose message matches one a
+    ``TransientError``, retried with ``model_retries=``: what a failed launch printed, an
+    error the CLI reported, an ACP agent's error; none by default. ``workspace`` bounds
     where the ACP session may run, ``cwd`` (inside it) is where it runs. ``repair_budget``
     is how many times a malformed one-shot reply is sent back with its complaint.
     ``max_output`` caps each of a launch's stdout and stderr (bytes, default 16 MiB). With
@@ -298,6 +483,7 @@ def create_cli_client(
         transport=transport,
         acp_command=acp_command,
         timeout=timeout,
+        retry_on=retry_on,
         env=env,
         workspace=workspace,
         cwd=cwd,

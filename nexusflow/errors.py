@@ -38,6 +38,21 @@ class ModelError(NexusflowError):
     """A model turn could not be produced or its reply could not be read."""
 
 
+class TransientError(ModelError):
+    """A failure after which nothing happened and trying again is worth it: a model's rate
+    limit or overload (retried by ``model_retries``), a tool's refused connection (retried
+    by a ``ToolPolicy``'s ``retries``). Raise it yourself, or let nexusflow classify: an
+    HTTP 429 or 5xx from the client inside ``generate``, a CLI or ACP error matching
+    ``retry_on``."""
+
+    launches = 0
+    """What the failed attempt launched (a one-shot CLI's launches): a retry is paid for. On
+    the error a turn raises after its last attempt, what every attempt launched."""
+    model_retries = 0
+    """On the error a turn raises after its last attempt, the attempts retried before it: the
+    turn writes no record, so the failed run counts its cost from here."""
+
+
 class HookError(NexusflowError):
     def __init__(self, hook: str, exc: BaseException) -> None:
         super().__init__(f"hook {hook} raised {type(exc).__name__}: {exc}")
@@ -47,6 +62,18 @@ class MaxTurnsExceeded(NexusflowError):
     def __init__(self, max_turns: int) -> None:
         self.max_turns = max_turns
         super().__init__(f"max turns exceeded: no final answer after {max_turns} turns")
+
+
+class OutputError(NexusflowError):
+    """The run's output type cannot be used, or the final answer did not match it."""
+
+
+def output_mismatch(type_name: str, repairs: int, errors: str) -> OutputError:
+    return OutputError(f"output: the final answer does not match {type_name} after {repairs} repairs: {errors}")
+
+
+def output_unusable(type_name: str, why: str) -> OutputError:
+    return OutputError(f"output: {type_name} cannot be an output type: {why}")
 
 
 class SessionIdError(NexusflowError, ValueError):
@@ -140,12 +167,32 @@ def cli_takes_no_model(style: str) -> CliError:
     return CliError(f'cli: style "{style}" takes no model')
 
 
+class CliTransientError(CliError, TransientError):
+    """A CLI failure whose text matches the client's ``retry_on``."""
+
+    def __init__(self, message: str, launches: int) -> None:
+        super().__init__(message)
+        self.launches = launches
+
+
+def cli_retry_pattern(pattern: str, why: str) -> CliError:
+    return CliError(f"cli: retry_on pattern {pattern!r} is not a regular expression: {why}")
+
+
 class AcpError(ModelError):
     """The ACP transport failed: handshake, session, or the agent itself."""
 
 
+class AcpTransientError(AcpError, TransientError):
+    """An ACP turn's error whose text matches the client's ``retry_on``."""
+
+
 def acp_timed_out(milliseconds: int) -> AcpError:
     return AcpError(f"acp: timed out after {milliseconds}ms")
+
+
+def acp_line_too_long(limit: int) -> AcpError:
+    return AcpError(f"acp: the agent wrote a line over {limit / 2**20:g} MiB")
 
 
 class StorageError(NexusflowError):

@@ -9,9 +9,19 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+from typing_extensions import TypeVar
 
 
 def repair_text(text: str) -> str:
@@ -149,14 +159,34 @@ class ToolSpec(BaseModel):
 
 
 class ModelRequest(BaseModel):
-    """One model turn's request. Keys we do not model (``tool_choice``, ``response_format``,
-    anything newer) are kept and passed through untouched."""
+    """One model turn's request. Keys we do not model (``tool_choice``, anything newer) are
+    kept and passed through untouched."""
 
     model_config = ConfigDict(extra="allow")
 
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
     model: str | None = None
+    response_format: dict[str, Any] | None = Field(
+        default=None,
+        description='The run\'s output type as OpenAI\'s {"type": "json_schema", "json_schema": {"schema": ...}}.',
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_format(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An absent ``response_format`` is left out, not dumped as null: a run without an
+        output type sends the body it always sent, and its turn keys stay what they were."""
+        data: dict[str, Any] = handler(self)
+        if data.get("response_format", ...) is None:
+            del data["response_format"]
+        return data
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON schema the final answer must match, when ``response_format`` gives one."""
+        spec = (self.response_format or {}).get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        return schema if isinstance(schema, dict) else None
 
     def body(self) -> dict[str, Any]:
         """The request body as JSON-ready data; extra keys are left exactly as given."""
@@ -183,6 +213,7 @@ class TurnStats(BaseModel):
 
     launches: int = 0
     repairs: int = 0
+    model_retries: int = Field(default=0, description="Attempts that failed with a TransientError and were retried.")
     tool_calls: int = 0
     tool_errors: int = 0
     replayed_tool_calls: int = 0
@@ -263,15 +294,26 @@ class RunMetrics(BaseModel):
     output_tokens: int = 0
     launches: int = 0
     repairs: int = 0
+    model_retries: int = Field(default=0, description="Turn attempts retried after a TransientError (model_retries).")
     suspensions: int = 0
     stop_reasons: list[str] = Field(
         default_factory=list, description="Each turn's stop reason, where the agent gave one."
     )
+    output_repairs: int = Field(
+        default=0, description="Final answers sent back for not matching the output type (replayed ones too)."
+    )
 
 
-class RunResult(BaseModel):
+OutputT = TypeVar("OutputT", default=Any)
+
+
+class RunResult(BaseModel, Generic[OutputT]):
+    """``text`` is the final answer as the model wrote it; ``output`` is that answer
+    validated into the run's output type (None without one)."""
+
     status: Literal["completed", "pending", "failed"]
     text: Text | None = None
+    output: OutputT | None = None
     messages: list[Message] = Field(default_factory=list)
     metrics: RunMetrics = Field(default_factory=RunMetrics)
     session_id: str

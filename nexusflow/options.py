@@ -4,6 +4,7 @@ client so that flows and tasks never import the client."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,3 +36,15 @@ class ClientOptions(BaseModel):
     conversation_store: ConversationStore | None = None
     task_config: TaskConfig = Field(default_factory=TaskConfig)
     subscription: SubscriptionLimit | None = None
+    model_retries: int = Field(
+        default=0, ge=0, description="Further attempts of a turn that failed with a TransientError (off by default)."
+    )
+    model_retry_wait: float = Field(
+        default=1.0, ge=0, description="Seconds before the first retry; doubled each time, plus jitter, capped."
+    )
+    output_type: Any = Field(
+        default=None,
+        description="What the final answer must be: a pydantic model or any type a TypeAdapter takes"
+        " (None or str: plain text).",
+    )
+    output_retries: int = Field(default=2, ge=0, description="How many invalid final answers are sent back.")

@@ -9,13 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import NexusflowError
-
-
-class TransientError(NexusflowError):
-    """Raise from a tool when nothing happened and trying again is safe (a refused
-    connection, a 503 before any write). Only these are retried by a policy's ``retries``,
-    unless the policy names other exception types in ``retry_on``."""
+from .errors import TransientError
 
 
 class ToolPolicy(BaseModel):

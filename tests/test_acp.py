@@ -1,6 +1,8 @@
 """The ACP transport against a scripted ACP agent, through real Prefect runs."""
 
+import logging
 import os
+import resource
 
 import anyio
 import pytest
@@ -185,6 +187,45 @@ async def test_a_crash_mid_turn_is_a_clear_error_and_leaves_no_process(agent, se
     assert result.error.startswith("acp: the agent exited during the turn (exit 3)")
     await anyio.sleep(0.3)
     assert not alive(agent.log("started")[0]["pid"])
+
+
+async def test_a_line_over_16_mib_fails_the_turn_kills_the_agent_and_stays_bounded(agent, session_id):
+    agent.script([[{"say": "partial"}, {"flood": 20 * 2**20}, {"say": "never read"}]])
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    result = await run(agent, session_id, timeout=60)
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) * 1024
+    assert result.status == "failed"
+    assert result.error == "acp: the agent wrote a line over 16 MiB"
+    assert grown < 200 * 2**20, f"the client's peak RSS grew {grown / 2**20:.0f} MiB"
+    await anyio.sleep(0.3)
+    assert not alive(agent.log("started")[0]["pid"])
+
+
+STDERR_FLOOD = 50 * 2**20
+STDERR_KEPT = 64 * 2**10
+
+
+async def test_a_stderr_flood_without_a_newline_neither_fails_the_run_nor_is_buffered(agent, session_id):
+    agent.script([[{"say": "warm"}], [{"say": "before "}, {"stderr_flood": STDERR_FLOOD}, {"say": "after"}]])
+    assert (await run(agent, session_id + "-warm")).status == "completed", "a first run's imports are not measured"
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    result = await run(agent, session_id, timeout=60)
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) * 1024
+    assert result.status == "completed", result.error
+    assert result.text == "before after"
+    assert grown < 30 * 2**20, f"the client's peak RSS grew {grown / 2**20:.0f} MiB"
+
+
+async def test_a_crash_after_a_stderr_flood_quotes_its_end_and_logs_what_was_cut(agent, session_id, caplog):
+    caplog.set_level(logging.INFO)
+    end = "agent log line"
+    agent.script([[{"stderr_flood": STDERR_FLOOD}, {"stderr": 1}, {"sleep": 1}, {"crash": 3}]])
+    result = await run(agent, session_id, timeout=60)
+    assert result.status == "failed"
+    assert result.error == "acp: the agent exited during the turn (exit 3): " + "x" * (1000 - len(end)) + end
+    cut = STDERR_FLOOD + len(end) - STDERR_KEPT
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("agent stderr:")]
+    assert logged == [f"agent stderr: [{cut} bytes cut] " + "x" * (STDERR_KEPT - len(end)) + end]
 
 
 @pytest.mark.parametrize("version", ["1", True, 1.5, 2, None])

@@ -2,12 +2,12 @@
 status, and stderr that is one line (never a traceback) when the command cannot go on."""
 
 import contextlib
+import json
 import os
 import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,6 +15,8 @@ import time
 import uuid
 
 import pytest
+
+from helpers.servers import free_port
 
 ASKING_TOOLS = '''
 from nexusflow import tool
@@ -83,6 +85,94 @@ def test_an_answer_without_the_tool_the_session_waits_for_fails_in_one_line(aski
     answered = nexusflow("run", "--session", session_id, "--answer", "approve", "--tools", f"{asking}:add")
     assert answered.returncode == 2
     assert f'session "{session_id}" waits to run the tool "deploy", which this toolkit lacks' in one_line(answered)
+
+
+OUTPUT_TYPES = """
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+
+class Report(BaseModel):
+    title: str
+    severity: int
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+
+LIMIT = 3
+"""
+
+
+@pytest.fixture
+def output_types(tmp_path):
+    """Types in a file with postponed annotations: a dataclass there resolves its fields
+    through its module, which must be importable by name."""
+    path = tmp_path / "output_types.py"
+    path.write_text(OUTPUT_TYPES)
+    return path
+
+
+def test_a_typed_run_prints_its_output_as_one_line_of_json(output_types, session_id):
+    """The scripted agent echoes the prompt: the answer as written is fenced and spaced, the
+    output printed is the validated value, compact."""
+    done = nexusflow(
+        "run", '```json\n{"x": 1, "y": 2}\n```', "--output-type", f"{output_types}:Point", "--session", session_id
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == '{"x":1,"y":2}\n'
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("{types}:Nope", "--output-type: {types}:Nope cannot be an output type: {types} has no 'Nope'"),
+        ("{types}:LIMIT", "--output-type: 3 cannot be an output type: Unable to generate pydantic-core schema for 3."),
+        (
+            "no_such_module_x1:Report",
+            "--output-type: no_such_module_x1:Report cannot be an output type: cannot import no_such_module_x1: "
+            "ModuleNotFoundError: No module named 'no_such_module_x1'",
+        ),
+        ("Report", "--output-type: Report cannot be an output type: expected module:function or file.py:function"),
+    ],
+)
+def test_an_unusable_output_type_exits_2_in_one_line(output_types, name, message):
+    done = nexusflow("run", "hi", "--output-type", name.format(types=output_types))
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stdout == ""
+    assert one_line(done).startswith(f"nexusflow: {message.format(types=output_types)}")
+
+
+def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(asking, output_types, tmp_path, session_id):
+    """The answer names no type: the session's invocation brings it back. The scripted agent
+    of the answer (``--script``, replacing the prompt-following one) writes the final answer."""
+    typed = f"{output_types}:Report"
+    pending = nexusflow(
+        "run",
+        'call deploy {"service": "web"}',
+        "--tools",
+        f"{asking}:deploy",
+        "--output-type",
+        typed,
+        "--session",
+        session_id,
+    )
+    assert pending.returncode == 3, pending.stderr[-3000:]
+    assert pending.stdout == ""
+    script = tmp_path / "final.json"
+    script.write_text(json.dumps(['```json\n{"title": "deployed web", "severity": 1}\n```']))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    answered = nexusflow("run", "--session", session_id, "--answer", "approve", "--script", str(script), cwd=elsewhere)
+    assert answered.returncode == 0, answered.stderr[-3000:]
+    assert answered.stdout == '{"title":"deployed web","severity":1}\n'
+    assert "(1 turn and 1 tool call replayed)" in answered.stderr
 
 
 @pytest.mark.parametrize(
@@ -162,18 +252,12 @@ def test_show_prints_the_transcript_and_the_steps(asking, session_id):
         ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def new_user_environment(home: str) -> dict[str, str]:
     """What a new user has: no API URL (the embedded server), no opt-out of telemetry, a
     fresh PREFECT_HOME; a port of its own, so a server someone runs on 4200 is not found."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
     env.pop("DO_NOT_TRACK", None)
-    env.update({"PREFECT_HOME": home, "PREFECT_SERVER_API_PORT": str(_free_port())})
+    env.update({"PREFECT_HOME": home, "PREFECT_SERVER_API_PORT": str(free_port())})
     return env
 
 

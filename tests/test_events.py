@@ -38,6 +38,14 @@ def launch(rocket: str) -> str:
     return f"launched {rocket}"
 
 
+@tool
+def detonate(target: str) -> str:
+    """Asks first, then fails once approved."""
+    if current_answer() is None:
+        return suspend(f"May I detonate {target}?")
+    raise RuntimeError(f"{target} is out of range")
+
+
 async def events_of(session_id: str, expected: int, timeout: float = 60) -> list[Event]:
     """The session's nexusflow events, oldest first, once ``expected`` of them are stored."""
     wanted = EventFilter(
@@ -116,6 +124,41 @@ async def test_a_run_that_waits_then_completes_emits_each_event_once(session_id)
     assert completed.payload["status"] == "completed" and "request" not in completed.payload
     assert completed.payload["metrics"]["replayed_turns"] == 1
     assert completed.payload["metrics"]["replayed_tool_calls"] == 2
+
+
+async def test_an_approved_call_that_fails_emits_one_tool_failed_and_its_replay_none(session_id):
+    call = {"tool_calls": [{"name": "detonate", "arguments": {"target": "R4"}}]}
+    async with await Toolkit.load(tools=[detonate]) as toolkit:
+        first = await create_in_process_client(ScriptedModel([call])).run("go", toolkit, session_id=session_id)
+        assert first.status == "pending", first.error
+        # No reply for the turn after the approved call failed: the run fails, and a third replays it.
+        approved = await create_in_process_client(ScriptedModel([])).resume(
+            session_id, Answer(id=first.request.id, ok=True), toolkit
+        )
+        assert approved.status == "failed"
+        replay = await create_in_process_client(ScriptedModel(["done"])).run("go", toolkit, session_id=session_id)
+    assert replay.status == "completed", replay.error
+    assert replay.metrics.replayed_tool_calls == 1
+
+    events = await events_of(session_id, expected=5)
+    assert [event.event for event in events] == [
+        "nexusflow.suspension.requested",
+        "nexusflow.run.pending",
+        "nexusflow.tool.failed",
+        "nexusflow.run.failed",
+        "nexusflow.run.completed",
+    ], "the approved call's live failure emits once; its replay emits nothing"
+    failed = events[2]
+    assert related(failed) == {
+        "flow-run": f"prefect.flow-run.{approved.flow_run_id}",
+        "tool": "nexusflow.tool.detonate",
+    }
+    assert failed.payload == {
+        "step": 0,
+        "tool": "detonate",
+        "arguments": '{"target": "R4"}',
+        "error": 'error: tool "detonate" raised RuntimeError: R4 is out of range',
+    }
 
 
 async def test_a_failed_run_emits_its_error(session_id):

@@ -1,6 +1,7 @@
 """The examples in the README and examples/ keep working."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,26 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
     [
         ("quickstart.py", "completed 2 + 3 = 5"),
         ("compose.py", "- Prefect: three key facts, summarized.\n- MCP: three key facts, summarized."),
+        (
+            "triage.py",
+            "paged: #42 Login fails on Safari\nOne urgent regression, one data bug, one cosmetic fix.\n"
+            "#42 [urgent] Login fails on Safari\n#40 [normal] Export to CSV drops the last row\n"
+            "#41 [later] Typo in the settings page\n",
+        ),
+        (
+            "research_fanout.py",
+            "- durable execution: the one thing that matters.\n- tool calling: the one thing that matters.\n"
+            "- MCP: the one thing that matters.\n- ACP: the one thing that matters.\n"
+            "- prompt caching: the one thing that matters.\n- rate limits: the one thing that matters.\n"
+            "- evals: the one thing that matters.\n- sandboxing: the one thing that matters.\n"
+            "- structured output: the one thing that matters.\n- agent handoffs: the one thing that matters.\n"
+            "Synthesis of 10 findings, first: durable execution: the one thing that matters.\n",
+        ),
+        (
+            "review_chain.py",
+            "completed Our agents compose: one agent calls another as a tool, and a crash resumes both of them."
+            " Nothing is paid for twice. (review: Lead with the benefit: nothing is paid for twice.)\n",
+        ),
     ],
 )
 def test_example_runs(script, expected):
@@ -23,3 +44,36 @@ def test_example_runs(script, expected):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert expected in done.stdout
+
+
+def readme_block(marker: str) -> str:
+    """The code block after ``<!-- marker -->`` in the README, as a user copies it."""
+    text = (EXAMPLES.parent / "README.md").read_text()
+    found = re.search(rf"<!-- {marker} -->\n```python\n(.*?)```", text, re.DOTALL)
+    assert found, f"README.md has no block marked {marker}"
+    return found.group(1)
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ("compose-as-tool", 'revised after {"approved":true,"advice":"Shorter."}\n'),
+        (
+            "compose-map",
+            "facts-1.0 completed topic='Prefect' letters=7\n"
+            "facts-1.1 failed model: generate raised RuntimeError: no such topic\n"
+            "facts-1.2 completed topic='MCP' letters=3\n",
+        ),
+        ("compose-prefect-map", "['Summarize Prefect.', 'Summarize MCP.', 'Summarize ACP.']\n"),
+    ],
+)
+def test_the_readmes_composition_snippets_print_what_they_say(tmp_path, marker, expected):
+    snippet = readme_block(marker)
+    script = tmp_path / f"{marker}.py"
+    script.write_text(snippet)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=os.environ.copy()
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == expected
+    assert all(f"# {line}" in snippet for line in expected.splitlines()), "the snippet says what it prints"

@@ -17,14 +17,16 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (9, ("nexusflow.demo", "nexusflow.flows.job")),
     (8, ("nexusflow.testing",)),
     (7, ("nexusflow.client",)),
-    (6, ("nexusflow.flows",)),
+    (6, ("nexusflow.flows", "nexusflow.compose")),
     (5, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),
     (4, ("nexusflow.transports", "nexusflow.options")),
     (3, ("nexusflow.toolkit", "nexusflow.memory")),
     (
         2,
         (
+            "nexusflow._position",
             "nexusflow._storage",
+            "nexusflow._concurrency",
             "nexusflow._retry",
             "nexusflow.hooks",
             "nexusflow.limits",

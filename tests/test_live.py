@@ -2,6 +2,7 @@
 .ci/install-agents), against the scripted model server on 127.0.0.1. Locally a test skips
 when its binary is absent, saying why; in CI it fails."""
 
+import json
 import logging
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from live_agents import binary
+from pydantic import BaseModel
 
 from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.testing import ScriptedReply
@@ -197,3 +199,53 @@ def test_the_scripted_cli_example_runs_a_real_cli_on_the_scripted_server():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "completed 2 + 3 = 5 (the tool returned 5; 2 model turns)" in done.stdout, done.stdout
+
+
+class Incident(BaseModel):
+    title: str
+    severity: int
+
+
+INCIDENT_SCHEMA = json.dumps(Incident.model_json_schema(), ensure_ascii=False)
+
+
+def strings(value: object) -> list[str]:
+    """Every string in a recorded request body, however the CLI nested its prompt."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in strings(item)]
+    return []
+
+
+async def test_typed_output_through_a_real_one_shot_cli():
+    """The schema reaches the model in the envelope; an answer missing a field is sent back
+    with pydantic's errors, and the repaired one is the run's output."""
+    replies = ['{"content": {"title": "disk full"}}', '{"content": {"title": "disk full", "severity": 2}}']
+    async with scripted_cli(CliStyles.CLAUDE, replies) as (server, home, env):
+        client = create_cli_client(
+            CliStyles.CLAUDE, binary("claude"), "scripted-model", transport=Transport.CLI, env=env, cwd=home
+        )
+        result = await client.run("triage", session_id=f"live-{uuid.uuid4().hex}", output_type=Incident)
+        turns = server.turns()
+    assert result.status == "completed", result.error
+    assert result.output == Incident(title="disk full", severity=2) and result.metrics.output_repairs == 1
+    assert len(turns) == 2
+    assert all(any(INCIDENT_SCHEMA in text for text in strings(turn.body)) for turn in turns)
+    assert any("severity: Field required" in text for text in strings(turns[1].body))
+
+
+async def test_typed_output_through_a_real_acp_agent():
+    """The schema reaches the agent in the prompt; the repair goes back in the same session."""
+    replies = [ScriptedReply.say('{"title": "disk full"}'), ScriptedReply.say('{"title": "disk full", "severity": 2}')]
+    async with scripted_cli(CliStyles.GEMINI, replies, acp=True) as (server, home, env):
+        client = acp_client(CliStyles.GEMINI, env, home, output_type=Incident)
+        result = await client.run("triage", session_id=f"live-{uuid.uuid4().hex}")
+        turns = server.turns()
+    assert result.status == "completed", result.error
+    assert result.output == Incident(title="disk full", severity=2) and result.metrics.output_repairs == 1
+    assert len(turns) == 2
+    assert any(INCIDENT_SCHEMA in text for text in strings(turns[0].body))
+    assert any("severity: Field required" in text for text in strings(turns[1].body))

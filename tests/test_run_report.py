@@ -2,16 +2,17 @@
 the metrics), the progress artifact, and the log line saying how to answer a pending run;
 read back from the session's Prefect server."""
 
-import time
-from uuid import UUID
-
 import anyio
 import pytest
+from prefect import flow
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, LogFilter, LogFilterFlowRunId
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.client.schemas.objects import Artifact
 
-from nexusflow import ScriptedModel, Toolkit, create_in_process_client, suspend, tool
+from nexusflow import RunResult, ScriptedModel, Toolkit, create_in_process_client, suspend, tool
+from nexusflow.flows.report import Progress
+
+from helpers.prefect_api import flow_run_logs
 
 pytestmark = pytest.mark.anyio
 
@@ -49,26 +50,16 @@ def slug(session_id: str) -> str:
     return session_id.lower().replace("_", "-")
 
 
-async def artifact(key: str, flow_run_id: str) -> Artifact:
+async def artifacts(key: str, flow_run_id: str) -> list[Artifact]:
     async with get_client() as client:
         found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-    mine = [item for item in found if str(item.flow_run_id) == flow_run_id]
-    assert len(mine) == 1, [(item.key, item.flow_run_id) for item in found]
+    return [item for item in found if str(item.flow_run_id) == flow_run_id]
+
+
+async def artifact(key: str, flow_run_id: str) -> Artifact:
+    mine = await artifacts(key, flow_run_id)
+    assert len(mine) == 1, [(item.key, item.flow_run_id) for item in mine]
     return mine[0]
-
-
-async def logs(flow_run_id: str, needle: str, timeout: float = 30) -> list[tuple[int, str]]:
-    """The flow run's log lines (level, message), once one contains ``needle``."""
-    deadline = time.monotonic() + timeout
-    async with get_client() as client:
-        while True:
-            found = await client.read_logs(
-                log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[UUID(flow_run_id)]))
-            )
-            lines = [(log.level, log.message) for log in found]
-            if any(needle in message for _, message in lines) or time.monotonic() > deadline:
-                return lines
-            await anyio.sleep(0.5)
 
 
 async def test_the_summary_lists_every_step_and_the_metrics(session_id):
@@ -135,8 +126,8 @@ async def test_the_progress_artifact_follows_the_turns(session_id):
 
 
 async def test_a_failed_run_has_its_summary_and_progress(session_id):
-    model = ScriptedModel([{"tool_calls": [{"name": "lookup", "arguments": {"city": "Oslo"}}]}] * 3)
-    async with await Toolkit.load(tools=[lookup]) as toolkit:
+    model = ScriptedModel([{"tool_calls": [{"name": "slow", "arguments": {}}]}] * 3)
+    async with await Toolkit.load(tools=[slow]) as toolkit:
         result = await create_in_process_client(model, max_turns=2).run("loop", toolkit, session_id=session_id)
     assert result.status == "failed"
 
@@ -155,11 +146,22 @@ async def test_a_pending_run_says_how_to_answer_it(session_id):
 
     markdown = str((await artifact(f"summary-{slug(session_id)}", result.flow_run_id)).data)
     assert "| status | pending |" in markdown and "| waiting for | May I launch? |" in markdown
-    progress = await artifact(f"progress-{slug(session_id)}", result.flow_run_id)
-    assert progress.data == 25.0 and progress.description == "1 of at most 4 turns, pending"
 
     hint = f"answer with: nexusflow run --session {session_id} --answer approve|deny"
-    lines = await logs(result.flow_run_id, hint)
+    lines = await flow_run_logs(result.flow_run_id, hint)
     said = [(level, message) for level, message in lines if hint in message]
     assert said == [(20, f"run pending: May I launch? (request {session_id}.0.0); {hint}")]
     assert not [message for level, message in lines if level >= 40], "a pending run logs no ERROR"
+
+
+async def test_a_run_over_within_its_first_interval_writes_no_progress(session_id):
+    """The bar is for watching a run; a short one at scale saves the request."""
+
+    @flow
+    async def finish(interval: float) -> bool:
+        progress = Progress(session_id, max_turns=4, interval=interval)
+        await progress.finish(RunResult(status="completed", session_id=session_id))
+        return progress.artifact is not None
+
+    assert await finish(3600) is False
+    assert await finish(0) is True

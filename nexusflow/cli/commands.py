@@ -33,9 +33,10 @@ from prefect.settings import (
 )
 from prefect.settings.legacy import Setting
 
-from .._imports import import_tools
+from .._imports import import_output_type, import_tools
 from ..client import Client, check_session_id, create_cli_client, create_in_process_client, new_session_id
-from ..errors import CliError, SessionIdError, SubscriptionLimitError, ToolkitError, cli_not_found
+from ..errors import CliError, OutputError, SessionIdError, SubscriptionLimitError, ToolkitError, cli_not_found
+from ..flows.output import OutputSpec
 from ..flows.report import artifact_key
 from ..memory import SessionStore
 from ..messages import Answer, RunResult
@@ -118,6 +119,16 @@ def _tools(specs: Sequence[str]) -> list[Any]:
         raise UsageError(str(exc).replace("tools:", "--tools:", 1)) from exc
 
 
+def _output_type(spec: str | None) -> Any:
+    """The type ``--output-type`` names, refused in one line when pydantic cannot use it."""
+    try:
+        target = import_output_type(spec)
+        OutputSpec.of(target)
+    except OutputError as exc:
+        raise UsageError(str(exc).replace("output:", "--output-type:", 1)) from exc
+    return target
+
+
 def _script(path: Path) -> ScriptedModel:
     try:
         replies = json.loads(path.read_text(encoding="utf-8"))
@@ -153,9 +164,11 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
-def _report(result: RunResult) -> int:
+def _report(result: RunResult, output: OutputSpec | None) -> int:
+    """A typed run's stdout is its validated output as one line of JSON, for ``jq`` and
+    ``json.loads``; the answer as written stays in the transcript (``show``)."""
     if result.status == "completed":
-        print(result.text or "")
+        print((result.text or "") if output is None else output.adapter.dump_json(result.output).decode())
     metrics = result.metrics
     errors = f", {_count(metrics.tool_errors, 'tool error')}" if metrics.tool_errors else ""
     replayed = f"{_count(metrics.replayed_turns, 'turn')} and {_count(metrics.replayed_tool_calls, 'tool call')}"
@@ -192,9 +205,9 @@ async def _await_recording(result: RunResult, timeout: float = 20) -> None:
                 await anyio.sleep(0.2)
 
 
-async def _finish(result: RunResult) -> int:
+async def _finish(result: RunResult, client: Client) -> int:
     await _await_recording(result)
-    return _report(result)
+    return _report(result, OutputSpec.of(client.options.output_type))
 
 
 def _installed(command: str | None, flag: str) -> None:
@@ -217,6 +230,7 @@ def _client(invocation: Invocation) -> Client:
         "limit": invocation.limit,
         "max_concurrent": invocation.max_concurrent,
         "per_minute": invocation.per_minute,
+        "output_type": _output_type(invocation.output_type),
     }
     style = invocation.style
     if style is None and invocation.style_file is None:
@@ -270,6 +284,7 @@ async def run(
     limit: str | None = None,
     max_concurrent: int | None = None,
     per_minute: float | None = None,
+    output_type: str | None = None,
 ) -> int:
     """Run an agent on a prompt, or answer a pending run.
 
@@ -320,6 +335,9 @@ async def run(
         Turns of --limit in flight at once.
     per_minute
         Turns of --limit started per minute.
+    output_type
+        What the final answer must be (module:Name or path/to/file.py:Name, a pydantic model or
+        any type pydantic validates); stdout is then the validated value as one line of JSON.
     """
     given = {
         "tools": [absolute_tool(spec) for spec in tools] if tools is not None else None,
@@ -338,6 +356,7 @@ async def run(
         "limit": limit,
         "max_concurrent": max_concurrent,
         "per_minute": per_minute,
+        "output_type": absolute_tool(output_type) if output_type is not None else None,
     }
     given = {flag: value for flag, value in given.items() if value is not None}
     if answer is not None:
@@ -358,7 +377,7 @@ async def run(
         await save_invocation(session_id, invocation)
         async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
             result = await client.run(prompt, toolkit, session_id=session_id)
-        return await _finish(result)
+        return await _finish(result, client)
 
 
 async def _answer_session(session: str, given: dict[str, Any], ok: bool, data: Any, reason: str | None) -> int:
@@ -379,7 +398,7 @@ async def _answer_session(session: str, given: dict[str, Any], ok: bool, data: A
                 )
             reply = Answer(id=state.pending.id, ok=ok, data=data, reason=reason)
             result = await client.resume(session, reply, toolkit)
-        return await _finish(result)
+        return await _finish(result, client)
 
 
 async def answer(
@@ -439,7 +458,7 @@ async def demo(*, session: str | None = None) -> int:
     with _prefect():
         async with await Toolkit.load(tools=TOOLS) as toolkit:
             result = await client.run(PROMPT, toolkit, session_id=session_id)
-        return await _finish(result)
+        return await _finish(result, client)
 
 
 async def _runs_of(client: PrefectClient, run_id: str) -> list[FlowRun]:

@@ -1,6 +1,7 @@
 """How ``nexusflow run`` started a session, kept in Prefect's result storage beside the
 session's other records: ``--session ID --answer`` goes on with the same tools, model and
-limits from any machine that sees that storage, without the user typing them again."""
+limits (and output type) from any machine that sees that storage, without the user typing
+them again."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class Invocation(BaseModel):
     limit: str | None = None
     max_concurrent: int | None = None
     per_minute: float | None = None
+    output_type: str | None = None
 
     def over(self, given: dict[str, Any]) -> Invocation:
         """This invocation with the flags given now in place of the stored ones."""

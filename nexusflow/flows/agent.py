@@ -16,9 +16,9 @@ from .._retry import is_transient
 from .._runtime import current_pending
 from .._secrets import redact
 from .._storage import step_storage
-from ..errors import NexusflowError, PrefectApiError, StorageError, describe, unwrap
+from ..errors import NexusflowError, PrefectApiError, StorageError, TransientError, describe, unwrap
 from ..memory import SessionRecord, read_inputs
-from ..messages import ModelRequest, RunResult, ToolCall
+from ..messages import Answer, ModelRequest, RunResult, ToolCall
 from ..suspension import Suspended
 from ..tasks import (
     ToolRecord,
@@ -32,6 +32,7 @@ from ..tasks.keys import step_key
 from ..transports import SessionTransport
 from . import notify
 from .loop import LoopState, drive, opening_messages
+from .output import OutputSpec
 from .report import Progress, publish
 from .steps import Steps, asked
 from .steps import settle as settle_call
@@ -79,8 +80,9 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         await progress.turn_done(step + 1)
         return record, replayed
 
-    async def call(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
-        record, replayed = await steps.tool(step, index, tool)
+    async def call(step: int, index: int, tool: ToolCall, answer: Answer | None = None) -> tuple[ToolRecord, bool]:
+        """A call (or, with ``answer``, its approved run): a live one that fails is announced."""
+        record, replayed = await steps.tool(step, index, tool, answer)
         if record.result.is_error and not replayed:
             notify.tool_failed(session_id, run_id, step, tool, record.result.content)
         return record, replayed
@@ -93,7 +95,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         if not replayed:
             answer = notify.answer_command(options.wait_for, session_id, run_id)
             notify.suspension_requested(session_id, run_id, asked(session_id, step, index, tool, record), answer)
-        return await settle_call(pending, steps, step, index, tool, record), replayed
+        return await settle_call(pending, steps, step, index, tool, record, call), replayed
 
     async def call_and_settle(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
         record, replayed = await call(step, index, tool)
@@ -128,6 +130,8 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                     run_tool=call_and_settle,
                     emit=pending.emit,
                     limit=options.subscription,
+                    retries=options.model_retries,
+                    retry_wait=options.model_retry_wait,
                 )
                 if isinstance(transport, SessionTransport):
                     await transport.begin(remember, toolkit.specs())
@@ -140,6 +144,8 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                     run_tool=call,
                     settle=settle,
                     emit=pending.emit,
+                    output=OutputSpec.of(options.output_type),
+                    output_retries=options.output_retries,
                 )
     except Exception as exc:
         waiting = unwrap(exc)
@@ -153,13 +159,16 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             outcome = result("pending", request=waiting.request)
             await ended(outcome)
             return Completed(name="AwaitingAnswer", message=str(waiting), data=outcome)  # type: ignore[return-value]
+        if isinstance(waiting, TransientError):  # a turn that gave up wrote no record: its attempts count here
+            state.metrics.launches += waiting.launches
+            state.metrics.model_retries += waiting.model_retries
         # The Prefect API's passing trouble reads "prefect: ...", which the client retries.
         error = describe(PrefectApiError(waiting)) if is_transient(waiting) else describe(exc)
         logger.error("run failed: %s", error, exc_info=not isinstance(waiting, NexusflowError))
         outcome = result("failed", error=error)
         await ended(outcome)
         return Failed(message=outcome.error, data=outcome)  # type: ignore[return-value]
-    outcome = result("completed", text=text)
+    outcome = result("completed", text=text, output=text if options.output_type is str else state.output)
     await ended(outcome)
     return outcome
 

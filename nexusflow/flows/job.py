@@ -15,7 +15,7 @@ from typing import Any, Literal
 from prefect import flow
 from prefect.runtime import flow_run
 
-from .._imports import import_tools
+from .._imports import import_output_type, import_tools
 from ..client import Client, create_cli_client, create_in_process_client
 from ..errors import NexusflowError
 from ..messages import RunResult
@@ -25,6 +25,7 @@ from ..toolkit import Toolkit
 from ..transports.choice import Transport
 from ..transports.cli import CliStyles
 from ..waits import DeploymentSuspension, PrefectPause
+from .output import OutputSpec
 
 Wait = Literal["suspend", "pause", "none"]
 
@@ -74,14 +75,18 @@ async def agent_job(
     limit: str | None = None,
     max_concurrent: int | None = None,
     per_minute: float | None = None,
-) -> RunResult:
+    output_type: str | None = None,
+) -> RunResult | Any:
     """Run an agent on ``prompt``: your agent CLI (``style``, ``command``, ``model``) or,
     without a style, the bundled scripted agent (``script`` replies, or ``call`` lines in
     the prompt). ``tools`` are ``module:function`` names; ``approval`` names the tools (or
     globs) that need a yes first, asked by ``wait`` (``suspend``: the run waits without a
     process; ``pause``: the process waits; ``none``: the job ends pending). ``limit`` names
     the subscription the model's turns count against, across every worker: at most
-    ``max_concurrent`` in flight, ``per_minute`` started per minute."""
+    ``max_concurrent`` in flight, ``per_minute`` started per minute. ``output_type``
+    (``module:Name``) is what the final answer must be: the job's result is then that
+    value as JSON data, not the ``RunResult``."""
+    target = import_output_type(output_type)
     options: dict[str, Any] = {
         "system_prompt": system_prompt,
         "max_turns": max_turns,
@@ -94,7 +99,10 @@ async def agent_job(
     client = _client(style, command, model, transport, acp_command, script, options)
     session = session_id or f"job-{flow_run.get_id()}"
     async with await Toolkit.load(tools=import_tools(tools or []), mcp_config=mcp_config, skills_dir=skills_dir) as kit:
-        result = await client.run(prompt, kit, session_id=session, subflow=False)
+        result = await client.run(prompt, kit, session_id=session, subflow=False, output_type=target)
     if result.status == "failed":
         raise NexusflowError(result.error or "the agent run failed")
-    return result
+    spec = OutputSpec.of(target)
+    if spec is None or result.status != "completed":
+        return result
+    return spec.adapter.dump_python(result.output, mode="json")

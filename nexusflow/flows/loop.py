@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
-from ..errors import MaxTurnsExceeded
+from ..errors import MaxTurnsExceeded, output_mismatch
 from ..events import Emit, TextChunk, ToolCallFinished, ToolCallStarted
 from ..messages import (
     Message,
@@ -21,6 +23,7 @@ from ..messages import (
     UserMessage,
 )
 from ..tasks import ToolRecord, TurnRecord
+from .output import OutputSpec, complaint
 
 TurnStep = Callable[[int, ModelRequest], Awaitable[tuple[TurnRecord, bool]]]
 """(step, request) -> (record, replayed)"""
@@ -35,10 +38,11 @@ SettleStep = Callable[[int, int, ToolCall, ToolRecord, bool], Awaitable[tuple[To
 @dataclass
 class LoopState:
     """The transcript and metrics so far; kept by the caller so a failed run still reports
-    how far it got."""
+    how far it got. ``output`` is the final answer validated into the output type."""
 
     messages: list[Message]
     metrics: RunMetrics = field(default_factory=RunMetrics)
+    output: Any = None
 
 
 def opening_messages(
@@ -87,6 +91,7 @@ def _count_turn(metrics: RunMetrics, record: TurnRecord, replayed: bool) -> None
     metrics.turn_seconds.append(record.seconds)
     metrics.launches += stats.launches
     metrics.repairs += stats.repairs
+    metrics.model_retries += stats.model_retries
 
 
 def _count_tool(metrics: RunMetrics, record: ToolRecord, replayed: bool) -> None:
@@ -129,13 +134,18 @@ async def drive(
     run_tool: ToolStep,
     settle: SettleStep | None = None,
     emit: Emit | None = None,
+    output: OutputSpec | None = None,
+    output_retries: int = 0,
 ) -> str:
     """Run turns until the model answers without tool calls; return that answer.
     The calls of a turn run concurrently; then ``settle`` handles the ones that suspended,
-    one after another in call order. ``emit`` receives stream events as the run goes."""
+    one after another in call order. ``emit`` receives stream events as the run goes.
+    With ``output``, the answer must validate into it (``state.output``): an invalid one
+    is sent back with pydantic's errors, up to ``output_retries`` times, each a turn."""
     send = emit or (lambda event: None)
+    response_format = output.response_format if output is not None else None
     for step in range(max_turns):
-        request = ModelRequest(messages=list(state.messages), tools=tools, model=model)
+        request = ModelRequest(messages=list(state.messages), tools=tools, model=model, response_format=response_format)
         record, replayed = await run_turn(step, request)
         _count_turn(state.metrics, record, replayed)
         reply = record.reply
@@ -144,7 +154,19 @@ async def drive(
         if reply.content and not (reply.stats.streamed and not replayed):
             send(TextChunk(step=step, text=reply.content))
         if not reply.tool_calls:
-            return reply.content or ""
+            text = reply.content or ""
+            if output is None:
+                return text
+            try:
+                state.output = output.validate(text)
+                return text
+            except ValidationError as exc:
+                errors = complaint(exc)
+            if state.metrics.output_repairs >= output_retries or step == max_turns - 1:
+                raise output_mismatch(output.name, state.metrics.output_repairs, errors)
+            state.metrics.output_repairs += 1
+            state.messages.append(UserMessage(content=output.repair(errors)))
+            continue
         if step == max_turns - 1:
             break
         for call in reply.tool_calls:

@@ -38,7 +38,7 @@ def _cell(value: object) -> str:
 
 
 def summary(result: RunResult, entries: list[StepEntry]) -> str:
-    """The step table (in the order steps finished), then the run's metrics."""
+    """The step table (in the order steps started), then the run's metrics."""
     rows = [
         f"| {number} | {entry.kind} | {_cell(entry.name)} | {_cell(entry.status)} | {entry.seconds:.2f} | "
         f"{'yes' if entry.replayed else 'no'} |"
@@ -56,6 +56,8 @@ def summary(result: RunResult, entries: list[StepEntry]) -> str:
         ("model seconds", f"{metrics.model_seconds:.2f}"),
         ("tool seconds", f"{metrics.tool_seconds:.2f}"),
         ("launches", metrics.launches),
+        ("model retries", metrics.model_retries),
+        ("output repairs", metrics.output_repairs),
         ("input tokens", metrics.input_tokens),
         ("output tokens", metrics.output_tokens),
     ]
@@ -94,9 +96,11 @@ async def _markdown(key: str, markdown: str, description: str) -> None:
 
 
 class Progress:
-    """The run's progress artifact, turns done of ``max_turns``. Written after a turn at
-    most every ``interval`` seconds (the first time a second into the run), so a run of
-    instant turns pays no API call per turn; the last word is written when the run ends."""
+    """The run's progress artifact, turns done of ``max_turns``, for watching a run as it
+    goes. Written after a turn at most every ``interval`` seconds (the first time a second
+    into the run), so a run of instant turns pays no API call per turn; the last word is
+    written when the run ends. A run over within its first second never shows one: its
+    summary says the same, and a short run at scale saves the request."""
 
     def __init__(self, session_id: str, max_turns: int, interval: float = 1.0) -> None:
         self.key = artifact_key("progress", session_id)
@@ -110,6 +114,8 @@ class Progress:
             await self._show(100 * turns / self.max_turns, self._say(turns))
 
     async def finish(self, result: RunResult) -> None:
+        if self.artifact is None and time.monotonic() - self.updated < self.interval:
+            return
         turns = result.metrics.turns
         percent = 100.0 if result.status == "completed" else 100 * turns / self.max_turns
         await self._show(percent, f"{self._say(turns)}, {result.status}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -37,7 +38,8 @@ StepKind = Literal["turn", "tool", "suspend", "wait"]
 @dataclass(frozen=True)
 class StepEntry:
     """One row of the run's step table (the summary artifact, ``nexusflow show``): every
-    task run the run started, in the order it finished."""
+    task run the run started, in the order it started (a turn's calls in call order, though
+    they run at once)."""
 
     kind: StepKind
     name: str
@@ -56,7 +58,7 @@ class Steps:
     Names are for people and keys for replay, so a name never enters a key: the n-th call
     of one tool in a turn is ``tool-{step}-{name}-{n}`` from n = 2 on (its suspension and
     wait carry the same suffix), and the call that runs again after an approval ends in
-    ``-approved``. Every step appends its row to ``entries`` as it finishes."""
+    ``-approved``. Every step adds its row to ``entries`` in the order it started."""
 
     def __init__(self, session_id: str, storage: WritableFileSystem, tools: ToolRuntime, config: TaskConfig) -> None:
         self.session_id = session_id
@@ -67,7 +69,8 @@ class Steps:
         self.upstream = ""
         self.known = 0
         self.turn_key = ""
-        self.entries: list[StepEntry] = []
+        self._rows: list[tuple[int, StepEntry]] = []
+        self._started = itertools.count()
         self._labels: dict[tuple[int, int, str], str] = {}
         self._repeats: Counter[tuple[int, str]] = Counter()
 
@@ -85,13 +88,18 @@ class Steps:
             self._labels[identity] = call.name if repeat == 1 else f"{call.name}-{repeat}"
         return self._labels[identity]
 
-    def _record(self, kind: StepKind, name: str, status: str | None, seconds: float) -> bool:
-        """Append the step's row; whether it was replayed."""
+    @property
+    def entries(self) -> list[StepEntry]:
+        return [entry for _, entry in sorted(self._rows, key=lambda row: row[0])]
+
+    def _record(self, order: int, kind: StepKind, name: str, status: str | None, seconds: float) -> bool:
+        """Add the step's row, at the place its start took; whether it was replayed."""
         replayed = status == "Cached"
-        self.entries.append(StepEntry(kind, name, status or "Completed", 0.0 if replayed else seconds, replayed))
+        self._rows.append((order, StepEntry(kind, name, status or "Completed", 0.0 if replayed else seconds, replayed)))
         return replayed
 
     async def turn(self, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
+        order = next(self._started)
         new = [message.model_dump(mode="json", exclude_none=True) for message in request.messages[self.known :]]
         settings = request.model_dump(mode="json", exclude={"messages"}) if not self.upstream else None
         key = chained_key(self.session_id, step, "turn", 0, self.upstream, {"new": new, "settings": settings})
@@ -101,7 +109,7 @@ class Steps:
         assert self.model is not None, "the transport is open before the first turn"
         state = await task(self.session_id, step, key, quote(request), quote(self.model), return_state=True)
         record = TurnRecord.model_validate(await state.aresult())
-        replayed = self._record("turn", f"turn-{step}", state.name, record.seconds)
+        replayed = self._record(order, "turn", f"turn-{step}", state.name, record.seconds)
         check_stored(f"turn-{step}", key, replayed)
         for index, call in enumerate(record.reply.tool_calls):
             self.label(step, index, call)
@@ -116,6 +124,7 @@ class Steps:
     async def tool(
         self, step: int, index: int, call: ToolCall, answer: Answer | None = None
     ) -> tuple[ToolRecord, bool]:
+        order = next(self._started)
         key = self.tool_key(step, index, call, answer)
         forget(key)
         name = f"tool-{step}-{self.label(step, index, call)}" + ("-approved" if answer is not None else "")
@@ -124,7 +133,7 @@ class Steps:
             self.session_id, step, index, key, name, quote(call), quote(self.tools), answer, return_state=True
         )
         record = ToolRecord.model_validate(await state.aresult())
-        replayed = self._record("tool", name, state.name, record.seconds)
+        replayed = self._record(order, "tool", name, state.name, record.seconds)
         check_stored(name, key, replayed)
         return record, replayed
 
@@ -132,13 +141,14 @@ class Steps:
         return chained_key(self.session_id, step, kind, index, self.turn_key, request.model_dump(mode="json"))
 
     async def suspension(self, step: int, index: int, label: str, request: Request) -> None:
+        order = next(self._started)
         key = self.asked_key("suspend", step, index, request)
         forget(key)
         name = f"suspend-{step}-{label}"
         task = self.configured(suspension, self.config.wait)
         state = await task(self.session_id, step, index, key, name, request, return_state=True)
         await state.aresult()
-        check_stored(name, key, self._record("suspend", name, state.name, 0.0))
+        check_stored(name, key, self._record(order, "suspend", name, state.name, 0.0))
 
     async def answered(self, step: int, index: int, request: Request) -> bool:
         """Whether this wait was answered in an earlier run (its record is stored)."""
@@ -148,6 +158,7 @@ class Steps:
         self, step: int, index: int, label: str, request: Request, resolve: Callable[[Request], Awaitable[Answer]]
     ) -> Answer:
         """Its seconds are how long the answer took to come."""
+        order = next(self._started)
         key = self.asked_key("wait", step, index, request)
         forget(key)
         name = f"wait-{step}-{label}"
@@ -155,7 +166,7 @@ class Steps:
         started = time.perf_counter()
         state = await task(self.session_id, step, index, key, name, request, quote(resolve), return_state=True)
         answer = Answer.model_validate(await state.aresult())
-        check_stored(name, key, self._record("wait", name, state.name, time.perf_counter() - started))
+        check_stored(name, key, self._record(order, "wait", name, state.name, time.perf_counter() - started))
         return answer
 
 
@@ -179,16 +190,24 @@ def asked(session_id: str, step: int, index: int, call: ToolCall, record: ToolRe
 
 
 async def settle(
-    pending: PendingRun, steps: Steps, step: int, index: int, call: ToolCall, record: ToolRecord
+    pending: PendingRun,
+    steps: Steps,
+    step: int,
+    index: int,
+    call: ToolCall,
+    record: ToolRecord,
+    run_again: Callable[[int, int, ToolCall, Answer], Awaitable[tuple[ToolRecord, bool]]],
 ) -> ToolRecord:
     """Ask about a suspended call (or find the answer already given), then run it once more
-    with the answer, or tell the model it was declined, expired or left unresolved."""
+    with the answer, or tell the model it was declined, expired or left unresolved.
+    ``run_again`` runs the approved call (``Steps.tool`` with the answer) the way the flow
+    runs every call, so a live failure of it is reported like any other."""
     request = asked(steps.session_id, step, index, call, record)
     label = steps.label(step, index, call)
     await steps.suspension(step, index, label, request)
     answer = await _answer(pending, steps, step, index, label, request)
     if answer.ok:
-        again, _ = await steps.tool(step, index, call, answer)
+        again, _ = await run_again(step, index, call, answer)
         result = again.result if again.result.pending is None else ToolResult(content=outcome_text(request, None))
         seconds = record.seconds + again.seconds
     else:

@@ -19,13 +19,14 @@ from prefect.concurrency.asyncio import concurrency
 from prefect.states import Completed
 from pydantic import BaseModel
 
+from .._concurrency import ensure_limit
+from .._position import CallPosition, call_position
 from ..hooks import AfterTool, BeforeTool, call_hook, hook_returned
 from ..messages import Answer, Request, ToolCall, ToolResult
 from ..policies import ToolPolicy, concurrency_limit_name, policy_for
 from ..suspension import Suspension, answer_var
 from ..toolkit import Toolkit
 from .keys import POSITIONAL_KEY
-from .limits import ensure_limit
 from .shown import shown
 from .stored import note_unstored
 
@@ -123,7 +124,11 @@ async def tool_call(
     decides what replays."""
     logger = get_run_logger()
     logger.info("arguments: %s", shown(call.arguments))
-    record = await execute_tool(call, runtime, answer)
+    token = call_position.set(CallPosition(session_id, step, index))
+    try:
+        record = await execute_tool(call, runtime, answer)
+    finally:
+        call_position.reset(token)
     result = record.result
     if result.pending is not None:
         prompt = shown(result.pending.prompt)

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from prefect import get_run_logger, task
 from prefect.transactions import CommitMode, atransaction
 from pydantic import BaseModel
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from ..errors import ModelError
+from ..errors import ModelError, TransientError
 from ..events import Emit
 from ..hooks import AfterLlm, BeforeLlm, call_hook, hook_returned
 from ..limits import SubscriptionLimit
@@ -24,6 +25,9 @@ from .limits import subscription_slot
 from .shown import shown
 from .stored import note_unstored
 from .tool_call import ToolRecord
+
+MAX_RETRY_WAIT = 60.0
+"""Seconds a backoff between two attempts of a turn never exceeds."""
 
 
 class TurnRecord(BaseModel):
@@ -38,7 +42,8 @@ class TurnRuntime:
     """The live objects a turn needs, handed over explicitly (quoted: Prefect neither hashes
     nor walks them). ``run_tool`` is the flow's keyed tool call, for an agent that calls
     our tools itself during the turn (ACP); ``limit`` is the subscription whose slot the
-    turn's call holds."""
+    turn's call holds; ``retries`` and ``retry_wait`` are the client's ``model_retries`` and
+    ``model_retry_wait``."""
 
     transport: ModelTransport
     before_llm: BeforeLlm | None = None
@@ -46,6 +51,8 @@ class TurnRuntime:
     run_tool: Callable[[int, int, ToolCall], Awaitable[tuple[ToolRecord, bool]]] | None = None
     emit: Emit | None = None
     limit: SubscriptionLimit | None = None
+    retries: int = 0
+    retry_wait: float = 1.0
 
 
 async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnScope | None = None) -> TurnRecord:
@@ -58,8 +65,7 @@ async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnS
             if not isinstance(replaced, ModelRequest):
                 raise hook_returned("before_llm", replaced)
             request = replaced
-    async with subscription_slot(runtime.limit):
-        reply = await runtime.transport.generate(request, scope)
+    reply = await _generate(request, runtime, scope)
     if runtime.after_llm is not None:
         replaced = await call_hook("after_llm", runtime.after_llm, request, reply)
         if replaced is not None:
@@ -69,6 +75,54 @@ async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnS
     if reply.content is None and not reply.tool_calls:
         raise ModelError("model: empty reply (no content and no tool calls)")
     return TurnRecord(reply=reply, seconds=time.perf_counter() - started)
+
+
+async def _generate(request: ModelRequest, runtime: TurnRuntime, scope: TurnScope | None) -> ModelReply:
+    """The transport's ``generate``, tried again on a ``TransientError`` up to
+    ``runtime.retries`` times with exponential backoff and jitter. Each attempt holds its
+    own slot of the subscription, so a backoff holds none. What the failed attempts cost is
+    added to the reply's stats; after the last attempt its error is raised, carrying what
+    every attempt launched and how many were retried."""
+    failed_launches = 0
+
+    def warn(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        get_run_logger().warning(
+            "model: transient error, retry %d of %d in %.1fs: %s",
+            state.attempt_number,
+            runtime.retries,
+            wait,
+            shown(str(error)),
+        )
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(1 + runtime.retries),
+        wait=wait_exponential_jitter(initial=runtime.retry_wait, max=MAX_RETRY_WAIT, jitter=runtime.retry_wait),
+        retry=retry_if_exception_type(TransientError),
+        before_sleep=warn,
+        reraise=True,
+    )
+    try:
+        async for attempt in retrying:
+            with attempt:
+                try:
+                    async with subscription_slot(runtime.limit):
+                        reply = await runtime.transport.generate(request, scope)
+                except TransientError as exc:
+                    failed_launches += exc.launches
+                    raise
+    except TransientError as exc:
+        exc.launches = failed_launches
+        exc.model_retries = attempt.retry_state.attempt_number - 1
+        raise
+    retried = attempt.retry_state.attempt_number - 1
+    if not retried:
+        return reply
+    stats = reply.stats.model_copy(
+        update={"launches": reply.stats.launches + failed_launches, "model_retries": retried}
+    )
+    return reply.model_copy(update={"stats": stats})
 
 
 def _served_calls(runtime: TurnRuntime, step: int) -> CallTool | None:
@@ -114,12 +168,14 @@ def _log_decision(record: TurnRecord) -> None:
         logger.info("calls: %s", shown(calls))
     if not reply.tool_calls:
         logger.info("answer: %s", shown(reply.content or ""))
+    retries = f" · retries {reply.stats.model_retries}" if reply.stats.model_retries else ""
     logger.info(
-        "seconds %.2f · tokens %d in / %d out · launches %d",
+        "seconds %.2f · tokens %d in / %d out · launches %d%s",
         record.seconds,
         reply.usage.input_tokens,
         reply.usage.output_tokens,
         reply.stats.launches,
+        retries,
     )
 
 

@@ -5,7 +5,7 @@ opens its transport, and logged with its reason."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from enum import StrEnum
 from typing import Any
@@ -16,7 +16,7 @@ from .acp.transport import AcpConfig, AcpTransport, check_cwd
 from .base import Log, ModelTransport, TransportFactory
 from .cli.process import MAX_OUTPUT
 from .cli.style import CliStyle, CliStyles
-from .cli.transport import CliConfig, CliTransport, resolve_style
+from .cli.transport import CliConfig, CliTransport, resolve_style, retry_patterns
 
 AUTO_HANDSHAKE_TIMEOUT = 20.0
 """How long AUTO waits for ``initialize`` before it settles for the one-shot transport."""
@@ -39,6 +39,7 @@ def agent_cli_transport(
     transport: Transport = Transport.AUTO,
     acp_command: str | None = None,
     timeout: float = 300.0,
+    retry_on: str | Sequence[str] = (),
     env: dict[str, str] | None = None,
     workspace: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
@@ -53,17 +54,21 @@ def agent_cli_transport(
         raise cli_command_required()
     if not isinstance(transport, Transport):
         raise CliError(f"cli: transport must be a Transport member, got {transport!r}")
+    patterns = retry_patterns(retry_on)
     cli = CliConfig(
         style=chosen,
         command=command,
         model=model,
         timeout=timeout,
+        retry_on=patterns,
         env=env or {},
         cwd=os.fspath(cwd) if cwd is not None else None,
         repair_budget=repair_budget,
         max_output=max_output,
     )
     acp, why_not = _acp_config(chosen, command, acp_command, model, timeout, env, workspace, cwd, transport)
+    if acp is not None:
+        acp = acp.model_copy(update={"retry_on": patterns})
     return _choose(transport, cli, acp, why_not)
 
 

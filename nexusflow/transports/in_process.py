@@ -10,7 +10,7 @@ from typing import Any
 import anyio.to_thread
 from pydantic import ValidationError
 
-from ..errors import ModelError
+from ..errors import ModelError, TransientError
 from ..messages import ModelReply, ModelRequest
 from .base import Log, TransportFactory, TurnScope
 
@@ -35,6 +35,23 @@ def coerce_reply(value: Any) -> ModelReply:
     raise ModelError(f"model: invalid reply: expected a ModelReply, a dict or a str, got {type(value).__name__}")
 
 
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status an HTTP client's error carries, found by shape so that no HTTP library
+    is imported: ``.status_code`` (the openai and anthropic SDKs) or ``.response.status_code``
+    (httpx's ``HTTPStatusError``, requests' ``HTTPError``)."""
+    for holder in (exc, getattr(exc, "response", None)):
+        status = getattr(holder, "status_code", None)
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status
+    return None
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """A rate limit (429) or a server error (5xx): the request did nothing, try again."""
+    status = _http_status(exc)
+    return status is not None and (status == 429 or 500 <= status <= 599)
+
+
 class InProcessTransport:
     def __init__(self, generate: Generate) -> None:
         self._generate = generate
@@ -51,7 +68,8 @@ class InProcessTransport:
         except ModelError:
             raise
         except Exception as exc:
-            raise ModelError(f"model: generate raised {type(exc).__name__}: {exc}") from exc
+            failure = TransientError if _is_transient(exc) else ModelError
+            raise failure(f"model: generate raised {type(exc).__name__}: {exc}") from exc
         return coerce_reply(value)
 
 

@@ -13,7 +13,9 @@ $ACP_AGENT_DIR/script.json says what to do:
 Actions: {"say": text}, {"thought": text}, {"update": {...}}, {"tool": name, "arguments": {},
 "permission": true}, {"shell": command}, {"unauthorized": true}, {"request": method},
 {"notify": method}, {"stderr": line count}, {"malformed": true}, {"sleep": seconds}, {"crash": code}, {"stop": reason},
-{"usage": {...}}, {"after": [update, ...]}.
+{"usage": {...}}, {"after": [update, ...]}, {"error": message, "code": code} (the prompt is answered with that
+JSON-RPC error, -32603 by default), {"flood": byte count} (that many bytes and no newline, raw),
+{"stderr_flood": byte count} (the same on stderr).
 With --one-shot it is a one-shot CLI instead: it reads a prompt and prints a final answer.
 Sessions are kept in $ACP_AGENT_DIR/sessions.json and prompts are counted in
 $ACP_AGENT_DIR/prompt_count, so a second agent process continues the script and can load
@@ -171,6 +173,15 @@ class Wire:
         await self.raw_message({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return await answer
 
+    async def flood(self, size: int) -> None:
+        """``size`` bytes of one line that never ends, a MiB per write (a reader that stops
+        reading leaves this blocked until it is killed)."""
+        log("raw", what="flood")
+        chunk = b"x" * 2**20
+        for start in range(0, size, len(chunk)):
+            self.writer.write(chunk[: size - start])
+            await self.writer.drain()
+
     async def flush(self) -> None:
         """Wait until stdout has taken every byte, so a crash loses nothing already sent."""
         await self.writer.drain()
@@ -292,8 +303,13 @@ class ScriptedAgent:
             elif "stderr" in action:
                 sys.stderr.write("agent log line\n" * action["stderr"])
                 sys.stderr.flush()
+            elif "stderr_flood" in action:
+                sys.stderr.write("x" * action["stderr_flood"])
+                sys.stderr.flush()
             elif "malformed" in action:
                 await self.wire.raw(b"this is not json {\n", "malformed")
+            elif "flood" in action:
+                await self.wire.flood(action["flood"])
             elif "sleep" in action:
                 try:
                     await asyncio.wait_for(cancelled.wait(), action["sleep"])
@@ -308,6 +324,8 @@ class ScriptedAgent:
                 reply["usage"] = action["usage"]
             elif "after" in action:
                 self.after[session] = action["after"]
+            elif "error" in action:
+                raise RequestError(action.get("code", -32603), action["error"])
         if cancelled.is_set():
             reply = {"stopReason": "cancelled"}
             log("cancelled", session=session)

@@ -29,6 +29,9 @@ class AcpConfig(BaseModel):
         description="Updates that follow a prompt's response still count until the agent has been quiet this long"
         " (at most ten times as long in all).",
     )
+    retry_on: tuple[str, ...] = Field(
+        default=(), description="Patterns of a turn's error message that make it a TransientError."
+    )
 
 
 def check_cwd(workspace: str | os.PathLike[str], cwd: str | os.PathLike[str]) -> tuple[str, str]:

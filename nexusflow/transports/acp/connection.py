@@ -3,8 +3,10 @@
 Each direction has its own id space, so a message is a request or a notification when it
 has a ``method`` and a response otherwise. The reader never blocks on a handler: requests
 from the agent are answered from tasks of their own, and a malformed line is reported
-without losing the messages around it. What the agent says is redacted before it is kept
-or logged: its stderr may print the bearer token or the environment it was given.
+without losing the messages around it. A line is held to ``MAX_LINE`` bytes: past it we stop
+reading (``broken``), so an agent that never ends a line cannot make us buffer without bound.
+What the agent says is redacted before it is kept or logged: its stderr may print the bearer
+token or the environment it was given.
 """
 
 from __future__ import annotations
@@ -19,18 +21,31 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
 from ..._secrets import get_logger, redact
-from ...errors import AcpError
+from ...errors import AcpError, acp_line_too_long
+from ..cli.process import MAX_OUTPUT
 
 logger = get_logger("nexusflow.acp")
 
 METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
 _STDERR_LINES = 200
+_STDERR_BYTES = 64 * 2**10
+"""How much of the agent's stderr we keep: its tail, and of a longer line its end."""
+MAX_LINE = MAX_OUTPUT
+"""Bytes one line from the agent may carry: the one-shot transport's cap on a launch's output."""
 
 
 def as_object(value: Any) -> dict[str, Any]:
     """A JSON object from the wire, or an empty one for anything else."""
     return value if isinstance(value, dict) else {}
+
+
+def _line_end(line: bytes | bytearray) -> tuple[bytes, int]:
+    """The last ``_STDERR_BYTES`` of ``line`` and how many bytes were cut before them. Redacted
+    before it is cut, so a secret across the cut is masked rather than half kept."""
+    redacted = redact(bytes(line).decode("utf-8", errors="surrogateescape")).encode("utf-8", errors="surrogateescape")
+    cut = max(len(redacted) - _STDERR_BYTES, 0)
+    return redacted[cut:], cut
 
 
 class MethodNotFound(Exception):
@@ -80,8 +95,13 @@ class Connection:
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
         self._closed: AcpError | None = None
+        self.broken: AcpError | None = None
+        """Why we stopped reading the agent's stdout (a line over ``MAX_LINE``); None while we read."""
         self._group: TaskGroup | None = None
-        self.stderr_tail: deque[str] = deque(maxlen=_STDERR_LINES)
+        self.stderr_tail: deque[str] = deque()
+        """The agent's last stderr lines, redacted: at most ``_STDERR_LINES`` and ``_STDERR_BYTES``
+        characters, but always the newest line (cut to its last ``_STDERR_BYTES`` bytes)."""
+        self._stderr_size = 0
         self.malformed: list[str] = []
 
     def start(self, group: TaskGroup) -> None:
@@ -119,16 +139,27 @@ class Connection:
                 raise self._closed or AcpError("acp: the agent closed its input") from exc
 
     async def _read(self) -> None:
-        buffer = b""
+        """Lines as they complete; a line past ``MAX_LINE`` ends the reading and fails every
+        request (the agent is left to whoever owns it: the turn kills it)."""
+        line = bytearray()
         try:
             async for chunk in self._stdout:
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
+                *ended, rest = chunk.split(b"\n")
+                for part in ended:
+                    line += part
+                    if len(line) > MAX_LINE:
+                        break
                     if line.strip():
-                        self._dispatch(line)
-            if buffer.strip():
-                self._dispatch(buffer)
+                        self._dispatch(bytes(line))
+                    line.clear()
+                else:
+                    line += rest
+                if len(line) > MAX_LINE:
+                    self.broken = acp_line_too_long(MAX_LINE)
+                    self.close(self.broken)
+                    return
+            if line.strip():
+                self._dispatch(bytes(line))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         self.close(AcpError("acp: the agent exited"))
@@ -199,21 +230,42 @@ class Connection:
             logger.debug("acp: the agent left before our answer to %s", method)
 
     async def _drain_stderr(self) -> None:
+        """Lines as they complete, a line over ``_STDERR_BYTES`` cut to its end as it grows:
+        stderr is only ever quoted, so no amount of it fails the run or grows our memory."""
         assert self._stderr is not None
-        buffer = b""
+        line = bytearray()
+        cut = 0
         try:
             async for chunk in self._stderr:
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    text = redact(line.decode("utf-8", errors="replace"))
-                    self.stderr_tail.append(text)
-                    if self._on_stderr is not None:
-                        self._on_stderr(text)
+                *ended, rest = chunk.split(b"\n")
+                for part in ended:
+                    line += part
+                    self._keep_stderr(line, cut)
+                    line.clear()
+                    cut = 0
+                line += rest
+                if len(line) > 2 * _STDERR_BYTES:
+                    kept, more = _line_end(line)
+                    line[:] = kept
+                    cut += more
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
-        if buffer:
-            self.stderr_tail.append(redact(buffer.decode("utf-8", errors="replace")))
+        if line:
+            self._keep_stderr(line, cut)
+
+    def _keep_stderr(self, line: bytearray, cut: int) -> None:
+        kept, more = _line_end(line)
+        text = kept.decode("utf-8", errors="replace")
+        if cut + more:
+            text = f"[{cut + more} bytes cut] {text}"
+        self.stderr_tail.append(text)
+        self._stderr_size += len(text)
+        while len(self.stderr_tail) > 1 and (
+            len(self.stderr_tail) > _STDERR_LINES or self._stderr_size > _STDERR_BYTES
+        ):
+            self._stderr_size -= len(self.stderr_tail.popleft())
+        if self._on_stderr is not None:
+            self._on_stderr(text)
 
     def stderr_text(self, limit: int = 1000) -> str:
         return "\n".join(self.stderr_tail).strip()[-limit:]

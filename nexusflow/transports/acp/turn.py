@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ...errors import AcpError, acp_timed_out, describe
+from ...errors import AcpError, AcpTransientError, acp_timed_out, describe
 from ...events import ToolCallFinished, ToolCallStarted
 from ...messages import (
     AssistantMessage,
@@ -31,6 +31,7 @@ from ...messages import (
 )
 from ...suspension import Suspended
 from ..base import TurnScope
+from ..cli.transport import retry_matches
 from .connection import Connection, RemoteError, as_object
 
 if TYPE_CHECKING:
@@ -65,6 +66,18 @@ def prompt_text(messages: list[Message], whole: bool) -> str:
         elif isinstance(message, ToolMessage):
             parts.append(f"(tool result {message.tool_call_id}) {message.content}")
     return "\n\n".join(parts)
+
+
+OUTPUT = """
+
+Your final answer must be JSON that matches this JSON schema, and nothing else: {schema}"""
+
+
+def output_instruction(request: ModelRequest) -> str:
+    """The run's output schema, verbatim, in every prompt: an agent has no response_format,
+    and a repair prompt must carry it as much as the first."""
+    schema = request.output_schema
+    return "" if schema is None else OUTPUT.format(schema=json.dumps(schema, ensure_ascii=False))
 
 
 @dataclass
@@ -121,7 +134,8 @@ class Turns:
     async def generate(
         self, connection: Connection, group: TaskGroup, session: Session, request: ModelRequest, scope: TurnScope | None
     ) -> ModelReply:
-        text = prompt_text(request.messages, whole=session.seed or not self._has_prompted)
+        seeding, first = session.seed, not self._has_prompted
+        text = prompt_text(request.messages, whole=seeding or first) + output_instruction(request)
         turn = self.current = Turn(scope=scope or TurnScope(step=0))
         self._has_prompted = True
         done = anyio.Event()
@@ -163,10 +177,20 @@ class Turns:
         if "error" in outcome:
             self.current = None
             error = outcome["error"]
+            if connection.broken is not None and error is connection.broken:  # we stopped reading it: the agent goes
+                self._agent.kill()
+                raise connection.broken
             if isinstance(error, AcpError) and not isinstance(error, RemoteError):
                 detail = await self._agent.exit_detail(connection)
                 raise AcpError(f"acp: the agent exited during the turn{detail}") from error
-            raise error if isinstance(error, AcpError) else AcpError(f"acp: session/prompt failed: {describe(error)}")
+            failure = (
+                error if isinstance(error, AcpError) else AcpError(f"acp: session/prompt failed: {describe(error)}")
+            )
+            if retry_matches(self.config.retry_on, str(failure)):
+                # The agent refused the prompt: a retry sends it again as it was sent.
+                session.seed, self._has_prompted = seeding, not first
+                raise AcpTransientError(str(failure)) from error
+            raise failure
         await self._await_quiet()
         self.current = None
         return turn.reply(outcome.get("reply"))

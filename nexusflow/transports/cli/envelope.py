@@ -38,6 +38,10 @@ Calls in one reply run in parallel; their results come back as "tool" messages w
 Honour every other key of the request (tool_choice, response_format, ...). Do not use tools of your own: \
 no shell, no file edits, no web access."""
 
+OUTPUT = """
+The final answer must be JSON that matches this JSON schema (the request's response_format), given as the value \
+of "content": {schema}"""
+
 REQUEST_MARKER = "\nREQUEST:\n"
 
 REPAIR = """
@@ -56,7 +60,11 @@ def request_json(request: ModelRequest) -> str:
 
 
 def render(request: ModelRequest, complaint: str | None = None) -> str:
-    prompt = PREAMBLE + REQUEST_MARKER + request_json(request)
+    """The preamble, the output schema when the run has one, the request, and a complaint
+    about the previous reply when it is being repaired."""
+    schema = request.output_schema
+    output = "" if schema is None else OUTPUT.format(schema=json.dumps(schema, ensure_ascii=False))
+    prompt = PREAMBLE + output + REQUEST_MARKER + request_json(request)
     if complaint is not None:
         prompt += REPAIR.format(complaint=complaint)
     return prompt

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,12 @@ from ..._env import expand_all
 from ..._secrets import redact
 from ...errors import (
     CliError,
+    CliTransientError,
     cli_empty_reply,
     cli_exit,
     cli_no_output_file,
     cli_not_found,
+    cli_retry_pattern,
     cli_takes_no_model,
 )
 from ...messages import ModelReply, ModelRequest, TurnStats
@@ -48,6 +52,27 @@ class CliConfig(BaseModel):
     max_output: int = Field(
         default=MAX_OUTPUT, gt=0, description="Bytes each of stdout and stderr may carry; past it the turn fails."
     )
+    retry_on: tuple[str, ...] = Field(
+        default=(), description="Patterns of a failure's message that make it a TransientError (see retry_matches)."
+    )
+
+
+def retry_patterns(patterns: str | Sequence[str]) -> tuple[str, ...]:
+    """``retry_on`` checked when the client is built, so a typo fails then and not at the
+    first error it should have matched; one string is one pattern."""
+    listed = (patterns,) if isinstance(patterns, str) else tuple(patterns)
+    for pattern in listed:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            raise cli_retry_pattern(pattern, str(exc)) from None
+    return listed
+
+
+def retry_matches(patterns: tuple[str, ...], message: str) -> bool:
+    """Whether a failure's message (what the CLI or agent said, quoted in it) matches one of
+    the patterns, searched anywhere in it and ignoring case."""
+    return any(re.search(pattern, message, re.IGNORECASE) for pattern in patterns)
 
 
 def _decode(data: bytes, what: str) -> str:
@@ -80,12 +105,19 @@ class CliTransport:
 
     async def generate(self, request: ModelRequest, scope: TurnScope | None = None) -> ModelReply:
         """Launch the CLI; send a malformed envelope back with its complaint, up to the
-        repair budget; then fail with the last complaint."""
+        repair budget; then fail with the last complaint. A failed launch whose message
+        matches ``retry_on`` is a ``TransientError`` carrying the launches it took."""
         tools = {spec.name for spec in request.tools}
         complaint: str | None = None
         attempts = 1 + self.config.repair_budget
         for attempt in range(attempts):
-            parsed = parse_reply(await self._launch(render(request, complaint)), tools, request.messages)
+            try:
+                answer = await self._launch(render(request, complaint))
+            except CliError as exc:
+                if retry_matches(self.config.retry_on, str(exc)):
+                    raise CliTransientError(str(exc), launches=attempt + 1) from exc
+                raise
+            parsed = parse_reply(answer, tools, request.messages)
             if isinstance(parsed, ModelReply):
                 return parsed.model_copy(update={"stats": TurnStats(launches=attempt + 1, repairs=attempt)})
             complaint = parsed.message

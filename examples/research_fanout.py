@@ -1,0 +1,67 @@
+"""Ten topics researched at once with ``client.map``, then one agent writes the synthesis
+from the ten results. In the Prefect UI the flow ``research`` holds ten ``agent_run``
+subflows side by side (at most four running at a time) and the synthesiser's after them.
+
+    python examples/research_fanout.py           # the bundled scripted model, no network
+    python examples/research_fanout.py --real    # your Claude Code (`claude` logged in) instead
+
+The switch is one line in ``research``:
+
+    client = create_cli_client(CliStyles.CLAUDE, "claude") if REAL else create_in_process_client(scripted())
+
+With a ``session_id`` the batch resumes: run it again after a crash and the finished
+topics replay without a model call. A topic that fails is a failed result; the others go on.
+"""
+
+import sys
+
+import anyio
+from prefect import flow
+
+from nexusflow import CliStyles, ModelRequest, create_cli_client, create_in_process_client
+from nexusflow.testing import ScriptedModel
+
+REAL = "--real" in sys.argv
+
+TOPICS = [
+    "durable execution",
+    "tool calling",
+    "MCP",
+    "ACP",
+    "prompt caching",
+    "rate limits",
+    "evals",
+    "sandboxing",
+    "structured output",
+    "agent handoffs",
+]
+
+
+def finding(request: ModelRequest) -> str:
+    topic = (request.messages[-1].content or "").removeprefix("In one sentence, what matters most about ")
+    return f"{topic.rstrip('?')}: the one thing that matters."
+
+
+def synthesis(request: ModelRequest) -> str:
+    findings = (request.messages[-1].content or "").splitlines()[1:]
+    return f"Synthesis of {len(findings)} findings, first: {findings[0]}"
+
+
+def scripted() -> ScriptedModel:
+    """Answers the ten research prompts (in whatever order they arrive), then the synthesis."""
+    return ScriptedModel([finding] * len(TOPICS) + [synthesis])
+
+
+@flow(name="research")
+async def research(topics: list[str]) -> str:
+    client = create_cli_client(CliStyles.CLAUDE, "claude") if REAL else create_in_process_client(scripted())
+    prompts = [f"In one sentence, what matters most about {topic}?" for topic in topics]
+    results = await client.map(prompts, max_concurrency=4)
+    findings = [result.text if result.status == "completed" else f"(failed: {result.error})" for result in results]
+    print("\n".join(f"- {line}" for line in findings))
+    summary = await client.run("Write a synthesis of these findings:\n" + "\n".join(findings))
+    return summary.text or f"synthesis failed: {summary.error}"
+
+
+if __name__ == "__main__":
+    print(anyio.run(research, TOPICS))
