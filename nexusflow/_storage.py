@@ -126,6 +126,7 @@ _LOOKUP_EVERY = 30.0
 """Seconds a looked-up result storage is used before it is looked up again."""
 
 _looked_up: dict[tuple[str, str, str], tuple[float, WritableFileSystem]] = {}
+_looking_up = anyio.Lock()
 
 
 async def step_storage() -> WritableFileSystem:
@@ -135,15 +136,19 @@ async def step_storage() -> WritableFileSystem:
     per server and storage settings."""
     settings = get_current_settings()
     key = (str(settings.api.url), str(settings.results.default_storage_block), str(settings.results.local_storage_path))
-    now = time.monotonic()
     found = _looked_up.get(key)
-    if found is not None and now - found[0] < _LOOKUP_EVERY:
+    if found is not None and time.monotonic() - found[0] < _LOOKUP_EVERY:
         return found[1]
-    storage = await aget_default_result_storage()
-    if type(storage) is LocalFileSystem:
-        storage = await _atomic_block(str(Path(storage.basepath or ".").expanduser()))
-    _looked_up[key] = (now, storage)
-    return storage
+    async with _looking_up:  # runs started together wait for one lookup, not one each
+        found = _looked_up.get(key)
+        if found is not None and time.monotonic() - found[0] < _LOOKUP_EVERY:
+            return found[1]
+        now = time.monotonic()
+        storage = await aget_default_result_storage()
+        if type(storage) is LocalFileSystem:
+            storage = await _atomic_block(str(Path(storage.basepath or ".").expanduser()))
+        _looked_up[key] = (now, storage)
+        return storage
 
 
 def storage_failure(key: str) -> str | None:

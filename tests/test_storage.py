@@ -1,9 +1,11 @@
 """How often a run asks where result storage is (Prefect asks the server at every lookup),
 and that the local storage block a run uses is saved on the server it talks to."""
 
+import asyncio
 import os
 from contextlib import ExitStack
 
+import anyio
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -39,6 +41,23 @@ async def test_runs_of_one_process_share_one_storage_lookup(monkeypatch, session
             result = await client.run("go", toolkit, session_id=f"{session_id}-{n}")
             assert result.status == "completed", result.error
     assert len(lookups) == 1, f"{len(lookups)} lookups for two runs"
+
+
+async def test_runs_started_together_wait_for_one_lookup(monkeypatch, session_id):
+    """Twenty runs gathered at once all miss the empty cache: they share the first lookup."""
+    lookups: list[object] = []
+    real = storage_module.aget_default_result_storage
+
+    async def counted():
+        lookups.append(None)
+        await anyio.sleep(0.2)  # a lookup that takes a while, as under load
+        return await real()
+
+    monkeypatch.setattr(storage_module, "aget_default_result_storage", counted)
+    monkeypatch.setattr(storage_module, "_looked_up", {}, raising=False)
+    stored = await asyncio.gather(*(storage_module.step_storage() for _ in range(20)))
+    assert len(lookups) == 1, f"{len(lookups)} lookups for twenty runs started together"
+    assert len({id(found) for found in stored}) == 1
 
 
 async def test_a_second_server_gets_its_own_local_storage_block(monkeypatch, tmp_path):
