@@ -83,6 +83,9 @@ async def _generate(request: ModelRequest, runtime: TurnRuntime, scope: TurnScop
     own slot of the subscription, so a backoff holds none. What the failed attempts cost is
     added to the reply's stats; after the last attempt its error is raised, carrying what
     every attempt launched and how many were retried."""
+    if runtime.retries == 0:  # the default: no retry object to build for every turn
+        async with subscription_slot(runtime.limit):
+            return await runtime.transport.generate(request, scope)
     failed_launches = 0
 
     def warn(state: RetryCallState) -> None:
