@@ -8,10 +8,12 @@ and its step runs again; a record that cannot be written fails the run (see ``St
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import tempfile
 import time
+import weakref
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +35,15 @@ Model = TypeVar("Model", bound=BaseModel)
 
 _failures: dict[str, str] = {}
 """Storage key -> why writing it failed, for the step that wrote it to report."""
+
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, anyio.Lock]] = weakref.WeakKeyDictionary()
+
+
+def _lock(name: str) -> anyio.Lock:
+    """A lock of the running event loop. One lock shared by the loops of several threads
+    (each synchronous task that calls ``run_sync`` runs a loop of its own) wakes a waiter
+    from the wrong thread, and that waiter sleeps for ever."""
+    return _locks.setdefault(asyncio.get_running_loop(), {}).setdefault(name, anyio.Lock())
 
 
 def write_atomically(path: Path, content: bytes) -> None:
@@ -102,7 +113,6 @@ def _checked(path: str, content: bytes) -> bytes:
 
 
 _atomic: dict[tuple[str, str], AtomicLocalFileSystem] = {}
-_saving = anyio.Lock()
 
 
 async def _atomic_block(basepath: str) -> AtomicLocalFileSystem:
@@ -110,7 +120,7 @@ async def _atomic_block(basepath: str) -> AtomicLocalFileSystem:
     once per process, server and path (a block saved on one server is unknown to another),
     under a name derived from the path."""
     key = (str(get_current_settings().api.url), basepath)
-    async with _saving:
+    async with _lock("saving"):
         if key not in _atomic:
             block = AtomicLocalFileSystem(basepath=basepath)
             name = f"nexusflow-results-{hashlib.sha256(basepath.encode()).hexdigest()[:12]}"
@@ -126,7 +136,6 @@ _LOOKUP_EVERY = 30.0
 """Seconds a looked-up result storage is used before it is looked up again."""
 
 _looked_up: dict[tuple[str, str, str], tuple[float, WritableFileSystem]] = {}
-_looking_up = anyio.Lock()
 
 
 async def step_storage() -> WritableFileSystem:
@@ -139,7 +148,7 @@ async def step_storage() -> WritableFileSystem:
     found = _looked_up.get(key)
     if found is not None and time.monotonic() - found[0] < _LOOKUP_EVERY:
         return found[1]
-    async with _looking_up:  # runs started together wait for one lookup, not one each
+    async with _lock("looking up"):  # runs started together wait for one lookup, not one each
         found = _looked_up.get(key)
         if found is not None and time.monotonic() - found[0] < _LOOKUP_EVERY:
             return found[1]

@@ -3,6 +3,7 @@ and that the local storage block a run uses is saved on the server it talks to."
 
 import asyncio
 import os
+import threading
 from contextlib import ExitStack
 
 import anyio
@@ -58,6 +59,32 @@ async def test_runs_started_together_wait_for_one_lookup(monkeypatch, session_id
     stored = await asyncio.gather(*(storage_module.step_storage() for _ in range(20)))
     assert len(lookups) == 1, f"{len(lookups)} lookups for twenty runs started together"
     assert len({id(found) for found in stored}) == 1
+
+
+def test_runs_in_threads_looking_up_at_once_all_finish(monkeypatch):
+    """Synchronous tasks mapped in a flow each call ``run_sync`` in a thread with its own event
+    loop. A lookup lock shared across those loops woke a waiter from the wrong thread, and it
+    slept for ever (a README recipe hung in CI)."""
+    real = storage_module.aget_default_result_storage
+
+    async def slow():
+        await anyio.sleep(0.2)  # the first thread still looks up when the others arrive
+        return await real()
+
+    monkeypatch.setattr(storage_module, "aget_default_result_storage", slow)
+    monkeypatch.setattr(storage_module, "_looked_up", {})
+    monkeypatch.setattr(storage_module, "_atomic", {})
+    found: list[object] = []
+    threads = [
+        threading.Thread(target=lambda: found.append(anyio.run(storage_module.step_storage)), daemon=True)
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), f"{len(found)} of 4 lookups finished; the rest hang"
+    assert len(found) == 4
 
 
 async def test_a_second_server_gets_its_own_local_storage_block(monkeypatch, tmp_path):
