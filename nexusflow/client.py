@@ -14,6 +14,7 @@ import anyio
 from prefect.client.schemas.objects import State
 from prefect.context import FlowRunContext
 from prefect.transactions import CommitMode, atransaction, get_transaction
+from prefect.utilities.annotations import quote
 from prefect.utilities.asyncutils import run_coro_as_sync
 
 from ._position import child_session_id
@@ -82,6 +83,10 @@ async def _committed_as_they_finish() -> AsyncIterator[None]:
         return
     async with atransaction(commit_mode=CommitMode.EAGER):
         yield
+
+
+def _unquoted(value: object) -> object:
+    return value.unwrap() if isinstance(value, quote) else value
 
 
 class Client:
@@ -293,7 +298,7 @@ class Client:
                     result = await self._result(outcome, session_id)
                 else:
                     value = await agent_run.fn(session_id=session_id, prompt=preview(record.prompt), inputs=reference)
-                    result = RunResult.model_validate(value.data if isinstance(value, State) else value)
+                    result = RunResult.model_validate(_unquoted(value.data if isinstance(value, State) else value))
         finally:
             pending_run.reset(token)
         if result.status == "pending":
@@ -306,7 +311,7 @@ class Client:
     @staticmethod
     async def _result(state: Any, session_id: str) -> RunResult:
         try:
-            value = await state.aresult(raise_on_failure=False)
+            value = _unquoted(await state.aresult(raise_on_failure=False))
         except Exception as exc:
             value = exc
         if isinstance(value, RunResult):
