@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._env import expand, expand_all
@@ -40,7 +41,8 @@ class _ServerBase(BaseModel):
         default=30.0,
         alias="startupTimeout",
         gt=0,
-        description="Seconds each start-up request may take (the SDK probes the protocol era, then initializes).",
+        description="Seconds the whole start may take: the handshake (the SDK's protocol probe, then"
+        " initialize) and listing the tools.",
     )
     timeout: float = Field(default=600.0, gt=0, description="Seconds one tool call may take.")
 
@@ -183,26 +185,39 @@ def _transport(name: str, server: StdioServer | RemoteServer, stack: AsyncExitSt
 
 async def connect_server(name: str, server: StdioServer | RemoteServer, stack: AsyncExitStack) -> list[McpTool]:
     """Start (or reach) one server and list its tools; the connection lives in ``stack``.
-    Any failure, including a server that exits or never answers, names the server."""
-    server_stack = AsyncExitStack()
-    tap = None
-    try:
-        from mcp import Client
+    Any failure, including a server that exits or never answers, names the server.
 
-        transport, tap = _transport(name, server, server_stack)
-        client = Client(transport, read_timeout_seconds=server.startup_timeout, cache=None)
-        await server_stack.enter_async_context(client)
-        listed = await client.list_tools()
+    ``startupTimeout`` bounds the whole start. The SDK's protocol probe has a fixed 10 s
+    timeout of its own (a mute server took 13 s to fail under a startupTimeout of 1), so the
+    connection is held by a task of its own, which a deadline can cancel cleanly."""
+    from mcp import Client
+
+    tap: _StderrTap | None = None
+    closing = anyio.Event()
+
+    async def hold(*, task_status: anyio.abc.TaskStatus[tuple[Any, Any]]) -> None:
+        nonlocal tap
+        async with AsyncExitStack() as server_stack:
+            transport, tap = _transport(name, server, server_stack)
+            client = Client(transport, read_timeout_seconds=server.startup_timeout, cache=None)
+            await server_stack.enter_async_context(client)
+            task_status.started((client, await client.list_tools()))
+            await closing.wait()
+
+    group = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(closing.set)
+    try:
+        with anyio.fail_after(server.startup_timeout):
+            client, listed = await group.start(hold)
     except Exception as exc:
-        try:
-            await server_stack.aclose()
-        except Exception:  # the server is already broken; its teardown error adds nothing
-            logger.debug("closing the failed MCP server %s", name, exc_info=True)
-        reason = describe(exc)
+        reason = (
+            f"no answer within startupTimeout ({server.startup_timeout:g}s)"
+            if isinstance(exc, TimeoutError)
+            else describe(exc)
+        )
         if tap is not None and (said := tap.tail()):
             reason = f"{reason}; its stderr ends with:\n{said}"
         raise McpServerError(name, reason) from exc
-    stack.push_async_callback(server_stack.aclose)
     return [
         McpTool(
             name,

@@ -148,7 +148,9 @@ class ScriptedModelServer:
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket.bind(("127.0.0.1", 0))
         self.port = self._socket.getsockname()[1]
-        config = uvicorn.Config(self._app(), log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn.Config(
+            self._app(), log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=1
+        )
         self._server = uvicorn.Server(config)
         logging.getLogger("uvicorn.error").addFilter(_hung_up)
         return self._server
@@ -166,8 +168,9 @@ class ScriptedModelServer:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        """A slow reply still being held (the agent gave up on it) is dropped, not waited for."""
         assert self._server is not None and self._thread is not None
-        self._server.should_exit = True
+        self._server.should_exit = self._server.force_exit = True
         self._thread.join(timeout=10)
         self._close_socket()
 
@@ -225,9 +228,13 @@ class ScriptedModelServer:
 
 
 def _hung_up(record: logging.LogRecord) -> bool:
-    """Agents drop a streamed reply they no longer need (a side request when they exit):
-    uvicorn calls that an error, for the scripted server it is not one."""
-    return record.getMessage() != "ASGI callable returned without completing response."
+    """Agents drop a streamed reply they no longer need (a side request when they exit), and
+    a slow reply is cut when the server stops: uvicorn calls either an error, for the scripted
+    server neither is one."""
+    message = record.getMessage()
+    return (
+        message != "ASGI callable returned without completing response." and "timeout graceful shutdown" not in message
+    )
 
 
 def _provider_of(method: str, path: str) -> Provider | None:
