@@ -20,8 +20,12 @@ from nexusflow.transports.cli import CliConfig, CliTransport, Complaint, builtin
 
 # Hypothesis warns when the global `random` state moves while it draws, whoever moved it:
 # Prefect's background threads (left by earlier test modules) jitter their back-off with
-# `random.uniform`. These strategies never touch `random`.
-pytestmark = pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
+# `random.uniform`. These strategies never touch `random`. It also warns, now and then, that
+# the repr of `sampled_from(HOSTILE)` is large: HOSTILE holds a 100 kB reply on purpose.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies"),
+    pytest.mark.filterwarnings("ignore:Generating overly large repr"),
+]
 
 TOOLS = {"add", "search", "delete_all"}
 FUZZ = settings(
