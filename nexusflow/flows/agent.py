@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -120,6 +121,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         check_stored(kind, key, replayed)
         return value, replayed
 
+    publishing: asyncio.Task[None] | None = None
     try:
         async with session_lease(session_id, run_id):
             record = await _inputs(session_id, inputs, prompt)
@@ -151,7 +153,13 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                     output=OutputSpec.of(options.output_type),
                     output_retries=options.output_retries,
                 )
+            outcome = result("completed", text=text, output=text if options.output_type is str else state.output)
+            # Published while the lease is released: the server answers slowly right after a long
+            # run (it still digests the run's events), and two round trips at once cost one.
+            publishing = asyncio.create_task(ended(outcome))
     except Exception as exc:
+        if publishing is not None:  # the lease's release failed: the run ends failed instead
+            publishing.cancel()
         waiting = unwrap(exc)
         if isinstance(waiting, Suspended):
             logger.info(
@@ -172,8 +180,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         outcome = result("failed", error=error)
         await ended(outcome)
         return Failed(message=outcome.error, data=quote(outcome))  # type: ignore[return-value]
-    outcome = result("completed", text=text, output=text if options.output_type is str else state.output)
-    await ended(outcome)
+    await publishing
     return quote(outcome)
 
 
