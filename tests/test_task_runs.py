@@ -2,8 +2,6 @@
 own log lines, read back from the real server; and the run's step table (``Steps.entries``)."""
 
 import re
-import subprocess
-import sys
 
 import pytest
 from prefect.client.schemas.objects import TaskRun
@@ -228,38 +226,3 @@ async def test_waits_are_named_by_their_decision_and_repeats_keep_their_suffix(s
     assert named["wait-0-deploy-3"].state.message == "expired"
     assert named["tool-0-deploy-2"].state.message == "May I deploy db?"
     assert_entries_match(recorded[0], runs)
-
-
-TERMINAL = """
-import logging, sys
-from nexusflow import Toolkit, create_in_process_client, tool
-from nexusflow.testing import ScriptedModel
-
-@tool
-def lookup(key: str) -> str:
-    \"\"\"Look a key up.\"\"\"
-    return f"value-of-{key}"
-
-def run(session):
-    model = ScriptedModel([{"tool_calls": [{"name": "lookup", "arguments": {"key": "k1"}}]}, "done"])
-    result = create_in_process_client(model).run_sync("go", Toolkit([lookup]), session_id=session)
-    assert result.status == "completed", result.error
-
-run(sys.argv[1] + "-quiet")
-print("=== propagate", file=sys.stderr, flush=True)
-logging.getLogger("nexusflow.steps").propagate = True
-run(sys.argv[1] + "-loud")
-"""
-
-
-def test_step_lines_reach_the_terminal_only_when_asked(tmp_path, session_id):
-    """A step's own lines go to its task run's page, not to the terminal, where Prefect's Rich
-    console handler cost three times what sending them did; one line of logging config
-    brings them back."""
-    script = tmp_path / "terminal.py"
-    script.write_text(TERMINAL)
-    done = subprocess.run([sys.executable, str(script), session_id], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    quiet, loud = done.stderr.split("=== propagate")
-    assert "Finished in state" in quiet and "arguments:" not in quiet and "result:" not in quiet, quiet[-2000:]
-    assert 'arguments: {"key": "k1"}' in loud and "result: value-of-k1" in loud and "calls: lookup(" in loud

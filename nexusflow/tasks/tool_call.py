@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.client.schemas.objects import State
 from prefect.concurrency.asyncio import concurrency
 from prefect.states import Completed
@@ -27,7 +27,7 @@ from ..policies import ToolPolicy, concurrency_limit_name, policy_for
 from ..suspension import Suspension, answer_var
 from ..toolkit import Toolkit
 from .keys import POSITIONAL_KEY
-from .shown import shown, step_logger
+from .shown import shown
 from .stored import note_unstored
 
 
@@ -122,7 +122,7 @@ async def tool_call(
 ) -> State[ToolRecord]:
     """``run_name`` is the task run's name (the flow makes it: see ``Steps``); the key alone
     decides what replays."""
-    logger = step_logger()
+    logger = get_run_logger()
     logger.info("arguments: %s", shown(call.arguments))
     token = call_position.set(CallPosition(session_id, step, index))
     try:

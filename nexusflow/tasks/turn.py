@@ -22,7 +22,7 @@ from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolCall
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
 from .keys import POSITIONAL_KEY
 from .limits import subscription_slot
-from .shown import shown, step_logger
+from .shown import shown
 from .stored import note_unstored
 from .tool_call import ToolRecord
 
@@ -164,7 +164,7 @@ async def model_turn(session_id: str, step: int, key: str, request: ModelRequest
 def _log_decision(record: TurnRecord) -> None:
     """What the model decided: the calls it made (an ACP agent's own calls during the turn
     first), else its answer; then what the turn cost."""
-    reply, logger = record.reply, step_logger()
+    reply, logger = record.reply, get_run_logger()
     served = [call for m in reply.steps if isinstance(m, AssistantMessage) for call in m.tool_calls or []]
     if served or reply.tool_calls:
         calls = ", ".join(f"{call.name}({call.arguments})" for call in served + reply.tool_calls)
