@@ -317,8 +317,9 @@ async def bench(options: argparse.Namespace, server: PrefectServer | None) -> Re
     count_retried()
 
     @tool
-    def noop(step: int) -> int:
-        """Returns its argument."""
+    async def noop(step: int) -> int:
+        """Returns its argument. Async, as the floor's tool task and PrefectAgent's tool are: a
+        sync tool runs in a worker thread, a hop the other two would not pay."""
         return step
 
     lengths: list[int] = options.turns
