@@ -34,6 +34,7 @@ from nexusflow.tasks import TurnRecord
 
 from cli_fixtures import envelope_answer
 from helpers.prefect_api import task_run_logs, task_runs
+from helpers.servers import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -162,6 +163,30 @@ async def test_a_503_is_retried_whichever_http_client_raised_it(api, session_id,
     result = await run(create_in_process_client(generate[client], model_retries=1, **FAST), session_id)
     assert result.status == "completed", result.error
     assert model.requests == 2 and result.metrics.model_retries == 1
+
+
+@pytest.mark.parametrize(("client", "raised"), [("httpx", "ConnectError"), ("requests", "ConnectionError")])
+async def test_a_model_server_that_refuses_a_connection_is_retried(api, session_id, client, raised):
+    """The model's server is restarting: the first attempt finds nothing listening. Retried
+    with ``model_retries``; without, the run fails at once, naming the error."""
+    model = api([200])
+
+    def through(urls: list[str]):
+        def generate(request: ModelRequest) -> dict:
+            post = requests.post if client == "requests" else httpx.post
+            response = post(urls.pop(0), json=request.body(), timeout=10)
+            response.raise_for_status()
+            return response.json()
+
+        return generate
+
+    refused = f"http://127.0.0.1:{free_port()}/v1/chat"
+    urls = [refused, model.url]
+    result = await run(create_in_process_client(through(urls), model_retries=1, **FAST), session_id)
+    assert result.status == "completed", result.error
+    assert urls == [] and model.requests == 1 and result.metrics.model_retries == 1
+    failed = await run(create_in_process_client(through([refused, model.url])), f"{session_id}-off")
+    assert failed.status == "failed" and failed.error.startswith(f"model: generate raised {raised}: ")
 
 
 async def test_after_the_last_attempt_the_run_fails_with_the_last_error(api, session_id):

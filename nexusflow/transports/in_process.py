@@ -46,10 +46,19 @@ def _http_status(exc: BaseException) -> int | None:
     return None
 
 
+_UNREACHED = frozenset({"ConnectionError", "ConnectError", "ConnectTimeout", "APIConnectionError"})
+"""Connection errors by class name, as statuses are found by shape: requests'
+``ConnectionError``, httpx's ``ConnectError`` and ``ConnectTimeout``, the openai and anthropic
+SDKs' ``APIConnectionError`` (which those SDKs retry themselves)."""
+
+
 def _is_transient(exc: BaseException) -> bool:
-    """A rate limit (429) or a server error (5xx): the request did nothing, try again."""
+    """A rate limit (429), a server error (5xx), or a model server that could not be reached
+    (it is restarting, or its connection was refused): try again."""
     status = _http_status(exc)
-    return status is not None and (status == 429 or 500 <= status <= 599)
+    if status is not None:
+        return status == 429 or 500 <= status <= 599
+    return isinstance(exc, ConnectionError) or any(cls.__name__ in _UNREACHED for cls in type(exc).__mro__)
 
 
 class InProcessTransport:
