@@ -16,7 +16,8 @@ from .acp.transport import AcpConfig, AcpTransport, check_cwd
 from .base import Log, ModelTransport, TransportFactory
 from .cli.process import MAX_OUTPUT
 from .cli.style import CliStyle, CliStyles
-from .cli.transport import CliConfig, CliTransport, resolve_style, retry_patterns
+from .cli.transport import CliConfig, CliTransport, resolve_style
+from .retry_on import retry_patterns
 
 AUTO_HANDSHAKE_TIMEOUT = 20.0
 """How long AUTO waits for ``initialize`` before it settles for the one-shot transport."""

@@ -31,7 +31,7 @@ from ...messages import (
 )
 from ...suspension import Suspended
 from ..base import TurnScope
-from ..cli.transport import retry_matches
+from ..retry_on import retry_matches
 from .connection import Connection, RemoteError, as_object
 
 if TYPE_CHECKING:

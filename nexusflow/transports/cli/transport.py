@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +21,11 @@ from ...errors import (
     cli_exit,
     cli_no_output_file,
     cli_not_found,
-    cli_retry_pattern,
     cli_takes_no_model,
 )
 from ...messages import ModelReply, ModelRequest, TurnStats
 from ..base import TurnScope
+from ..retry_on import retry_matches
 from .envelope import parse_reply, render
 from .process import MAX_OUTPUT, Finished, run_cli
 from .style import CliStyle, CliStyles, builtin_style, custom_style
@@ -53,26 +51,8 @@ class CliConfig(BaseModel):
         default=MAX_OUTPUT, gt=0, description="Bytes each of stdout and stderr may carry; past it the turn fails."
     )
     retry_on: tuple[str, ...] = Field(
-        default=(), description="Patterns of a failure's message that make it a TransientError (see retry_matches)."
+        default=(), description="Patterns of a failure's message that make it a TransientError (see ``retry_on``)."
     )
-
-
-def retry_patterns(patterns: str | Sequence[str]) -> tuple[str, ...]:
-    """``retry_on`` checked when the client is built, so a typo fails then and not at the
-    first error it should have matched; one string is one pattern."""
-    listed = (patterns,) if isinstance(patterns, str) else tuple(patterns)
-    for pattern in listed:
-        try:
-            re.compile(pattern)
-        except (re.error, TypeError) as exc:
-            raise cli_retry_pattern(pattern, str(exc)) from None
-    return listed
-
-
-def retry_matches(patterns: tuple[str, ...], message: str) -> bool:
-    """Whether a failure's message (what the CLI or agent said, quoted in it) matches one of
-    the patterns, searched anywhere in it and ignoring case."""
-    return any(re.search(pattern, message, re.IGNORECASE) for pattern in patterns)
 
 
 def _decode(data: bytes, what: str) -> str:
