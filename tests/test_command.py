@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 
+from conftest import HELPERS
 from helpers.servers import free_port
 
 ASKING_TOOLS = '''
@@ -87,35 +88,12 @@ def test_an_answer_without_the_tool_the_session_waits_for_fails_in_one_line(aski
     assert f'session "{session_id}" waits to run the tool "deploy", which this toolkit lacks' in one_line(answered)
 
 
-OUTPUT_TYPES = """
-from __future__ import annotations
-
-from dataclasses import dataclass
-
-from pydantic import BaseModel
-
-
-class Report(BaseModel):
-    title: str
-    severity: int
-
-
-@dataclass
-class Point:
-    x: int
-    y: int
-
-
-LIMIT = 3
-"""
-
-
 @pytest.fixture
 def output_types(tmp_path):
     """Types in a file with postponed annotations: a dataclass there resolves its fields
     through its module, which must be importable by name."""
     path = tmp_path / "output_types.py"
-    path.write_text(OUTPUT_TYPES)
+    path.write_text((HELPERS / "output_types.py").read_text())
     return path
 
 

@@ -31,21 +31,11 @@ from nexusflow.testing import ScriptedModel
 from nexusflow.transports.cli import REQUEST_MARKER
 
 from cli_fixtures import styled
+from helpers.output_types import Point, Report
 
 pytestmark = pytest.mark.anyio
 
 README = Path(__file__).parent.parent / "README.md"
-
-
-class Report(BaseModel):
-    title: str
-    severity: int
-
-
-@dataclass
-class Point:
-    x: int
-    y: int
 
 
 SCHEMA = json.dumps(Report.model_json_schema(), ensure_ascii=False)
