@@ -22,7 +22,7 @@ def prefect_agent(target: dict[str, int], name: str, on_model_call: Callable[[],
         warnings.simplefilter("ignore")  # PrefectAgent is deprecated for PrefectDurability
         from pydantic_ai.durable_exec.prefect import PrefectAgent
 
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if on_model_call is not None:
             on_model_call()
         step = sum(isinstance(m, ModelResponse) for m in messages)

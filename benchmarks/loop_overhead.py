@@ -30,7 +30,8 @@ would otherwise fall on the next run. Printed, medians over the repetitions:
 - replay: a finished session run again with the same session id (every step ``Cached``),
   against the fresh run of the same length in the same repetition; for nexusflow and for
   the floor (a bare flow rerun with the same keys: what Prefect allows);
-- ``import nexusflow.client`` against ``import prefect``, each in fresh subprocesses.
+- ``import nexusflow.client`` against ``import prefect`` and against ``from prefect import
+  flow, task`` (what the floor imports to define its flow), each in fresh subprocesses.
 
 The load average is printed at the start and the end.
 
@@ -179,16 +180,17 @@ class Floor:
 
 
 class Nexusflow:
-    """``create_in_process_client`` with an instant model (a tool call on every turn but
-    the last) and an instant tool; one client (one ``agent_run`` flow) for every run length:
-    the model reads the current length."""
+    """``create_in_process_client`` with an instant async model (a tool call on every turn
+    but the last) and an instant async tool (as the floor's tasks and PrefectAgent's model
+    and tool: a sync one runs in a worker thread, a hop the floor does not make); one client
+    (one ``agent_run`` flow) for every run length: the model reads the current length."""
 
     def __init__(self, toolkit: Any, longest: int) -> None:
         from nexusflow import ModelRequest, create_in_process_client
 
         target = self.target = {"turns": 1}
 
-        def generate(request: ModelRequest) -> Any:
+        async def generate(request: ModelRequest) -> Any:
             mark_model_call()
             step = sum(m.role == "assistant" for m in request.messages)
             if step < target["turns"] - 1:
@@ -389,17 +391,28 @@ async def drain() -> None:
 # ---------------------------------------------------------------- imports
 
 
+IMPORTS = {
+    "prefect": "import prefect",
+    "flow": "from prefect import flow, task",
+    "ours": "import nexusflow.client",
+}
+"""What is timed: Prefect's package (its root imports ``flow`` and ``task`` lazily), what a
+program needs to define a flow (the floor: ``from prefect import flow, task``), and ours."""
+
+
 def import_times(count: int) -> dict[str, list[float]]:
-    """Seconds of ``import X`` in fresh interpreters, alternating; one warm-up each first."""
+    """Seconds of each statement in ``IMPORTS`` in fresh interpreters, in a rotating order;
+    one warm-up each first."""
     env = base_env()
-    modules = ("prefect", "nexusflow.client")
-    times: dict[str, list[float]] = {module: [] for module in modules}
+    names = list(IMPORTS)
+    times: dict[str, list[float]] = {name: [] for name in names}
     for index in range(count + 1):
-        for module in modules if index % 2 == 0 else modules[::-1]:
-            code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            code = f"import time; t = time.perf_counter(); {IMPORTS[name]}; print(time.perf_counter() - t)"
             out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
             if index:
-                times[module].append(float(out.stdout.strip().splitlines()[-1]))
+                times[name].append(float(out.stdout.strip().splitlines()[-1]))
     return times
 
 
@@ -514,14 +527,14 @@ def report(results: Results, options: argparse.Namespace, server: PrefectServer 
 
 
 def print_imports(times: dict[str, list[float]]) -> None:
-    prefect_s, ours_s = statistics.median(times["prefect"]), statistics.median(times["nexusflow.client"])
-    print(
-        f"== import, fresh interpreter, median of {len(times['prefect'])}: import prefect {prefect_s:.2f} s,"
-        f" import nexusflow.client {ours_s:.2f} s: {ours_s / prefect_s:.2f}x"
-        f" (prefect {', '.join(f'{t:.2f}' for t in times['prefect'])};"
-        f" nexusflow.client {', '.join(f'{t:.2f}' for t in times['nexusflow.client'])})",
-        flush=True,
-    )
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(f"== import, fresh interpreter, median of {len(times['prefect'])}:", flush=True)
+    for name, statement in IMPORTS.items():
+        print(
+            f"  {statement:32s} {medians[name]:5.2f} s  {medians[name] / medians['prefect']:5.2f}x import prefect"
+            f"  {medians[name] / medians['flow']:5.2f}x flow, task  ({', '.join(f'{t:.2f}' for t in times[name])})",
+            flush=True,
+        )
 
 
 def main(options: argparse.Namespace) -> None:

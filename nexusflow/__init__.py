@@ -5,7 +5,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import Client, create_cli_client, create_in_process_client
+    from .cli_client import create_cli_client
+    from .client import Client, create_in_process_client
     from .compose import AgentTool
     from .errors import (
         AcpError,
@@ -123,7 +124,7 @@ _WHERE: dict[str, str] = {
     "UserMessage": "messages",
     "agent_run": "flows",
     "answer_flow_run": "waits",
-    "create_cli_client": "client",
+    "create_cli_client": "cli_client",
     "create_in_process_client": "client",
     "current_answer": "suspension",
     "load_cli_style": "transports.cli",

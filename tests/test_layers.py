@@ -11,11 +11,12 @@ from pathlib import Path
 PACKAGE = Path(__file__).parent.parent / "nexusflow"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (12, ("nexusflow.__main__",)),
-    (11, ("nexusflow.cli",)),
-    (10, ("nexusflow",)),
-    (9, ("nexusflow.demo", "nexusflow.flows.job")),
-    (8, ("nexusflow.testing",)),
+    (13, ("nexusflow.__main__",)),
+    (12, ("nexusflow.cli",)),
+    (11, ("nexusflow",)),
+    (10, ("nexusflow.demo", "nexusflow.flows.job")),
+    (9, ("nexusflow.testing",)),
+    (8, ("nexusflow.cli_client",)),
     (7, ("nexusflow.client",)),
     (6, ("nexusflow.flows", "nexusflow.compose")),
     (5, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),

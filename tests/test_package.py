@@ -136,3 +136,16 @@ def test_a_client_loads_no_mcp_sdk_until_a_run_uses_mcp() -> None:
         " loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'uvicorn'));"
         " assert not loaded, loaded"
     )
+
+
+def test_an_in_process_client_loads_neither_cli_nor_acp_transport() -> None:
+    """An in-process model needs neither agent-CLI transport (about 25 ms of imports):
+    ``create_cli_client`` lives apart from the client and brings them."""
+    fresh(
+        "import sys; from nexusflow import create_in_process_client, Toolkit, tool;"
+        " prefixes = ('nexusflow.transports.cli', 'nexusflow.transports.acp');"
+        " loaded = sorted(m for m in sys.modules if m.startswith(prefixes));"
+        " assert not loaded, loaded;"
+        " from nexusflow import create_cli_client;"
+        " assert 'nexusflow.transports.acp.transport' in sys.modules, 'create_cli_client without its transports'"
+    )

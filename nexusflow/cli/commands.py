@@ -34,7 +34,8 @@ from prefect.settings import (
 from prefect.settings.legacy import Setting
 
 from .._imports import import_output_type, import_tools
-from ..client import Client, check_session_id, create_cli_client, create_in_process_client, new_session_id
+from ..cli_client import create_cli_client
+from ..client import Client, check_session_id, create_in_process_client, new_session_id
 from ..errors import CliError, OutputError, SessionIdError, SubscriptionLimitError, ToolkitError, cli_not_found
 from ..flows.output import OutputSpec
 from ..flows.report import artifact_key

@@ -16,7 +16,8 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from .._imports import import_output_type, import_tools
-from ..client import Client, create_cli_client, create_in_process_client
+from ..cli_client import create_cli_client
+from ..client import Client, create_in_process_client
 from ..errors import NexusflowError
 from ..messages import RunResult
 from ..policies import ToolPolicy

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..client import create_cli_client
+from ..cli_client import create_cli_client
 from ..messages import RunResult
 from ..toolkit import Toolkit, tool
 from ..transports.choice import Transport

@@ -1,0 +1,86 @@
+"""``create_cli_client``: a client whose model is the user's own agent CLI. Apart from
+``client`` so that a program with an in-process model never imports the CLI and ACP
+transports."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .client import Client
+from .limits import SubscriptionLimit
+from .options import ClientOptions
+from .transports.choice import Transport, agent_cli_transport
+from .transports.cli import CliStyle, CliStyles
+from .transports.cli.process import MAX_OUTPUT
+
+STYLE_FIELDS = (
+    "args",
+    "prompt_mode",
+    "answer",
+    "answer_field",
+    "tools_off",
+    "tools_left",
+    "error_markers",
+    "model_format",
+)
+
+
+def create_cli_client(
+    style: CliStyles | CliStyle,
+    command: str | None = None,
+    model: str | None = None,
+    *,
+    transport: Transport = Transport.AUTO,
+    acp_command: str | None = None,
+    timeout: float = 300.0,
+    retry_on: str | Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    workspace: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    repair_budget: int = 2,
+    max_output: int = MAX_OUTPUT,
+    limit: str | None = None,
+    max_concurrent: int | None = None,
+    per_minute: float | None = None,
+    **options: Any,
+) -> Client:
+    """A client whose model is the user's own agent CLI.
+
+    ``command`` is the CLI's path or name: required, nexusflow never picks a binary.
+    ``transport``: ``AUTO`` keeps one warm ACP session per run when the style declares an
+    ACP launch and the binary answers ``initialize``, else launches the CLI once per turn;
+    ``ACP`` or ``CLI`` force one. Styles whose ACP comes from an adapter (claude, codex) take
+    its path as ``acp_command``. ``env`` adds environment for the CLI (``${VAR}`` expanded at
+    launch, never logged); over ACP the agent gets only a minimal base environment plus the
+    style's and this. ``timeout`` bounds one launch or one ACP turn. ``retry_on``: regular
+    expressions (searched ignoring case) that make a failure whose message matches one a
+    ``TransientError``, retried with ``model_retries=``: what a failed launch printed, an
+    error the CLI reported, an ACP agent's error; none by default. ``workspace`` bounds
+    where the ACP session may run, ``cwd`` (inside it) is where it runs. ``repair_budget``
+    is how many times a malformed one-shot reply is sent back with its complaint.
+    ``max_output`` caps each of a launch's stdout and stderr (bytes, default 16 MiB). With
+    ``style=CliStyles.CUSTOM`` pass the style's fields (``args``, ``prompt_mode``, ...) as
+    keywords. ``limit``, ``max_concurrent`` and ``per_minute`` hold your subscription's
+    limits across every worker, as for ``create_in_process_client``. Every other keyword is
+    a client option.
+    """
+    subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
+    fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
+    factory = agent_cli_transport(
+        style,
+        command,
+        model,
+        transport=transport,
+        acp_command=acp_command,
+        timeout=timeout,
+        retry_on=retry_on,
+        env=env,
+        workspace=workspace,
+        cwd=cwd,
+        repair_budget=repair_budget,
+        max_output=max_output,
+        fields=fields,
+    )
+    return Client(factory, ClientOptions(model=model, subscription=subscription, **options))
