@@ -9,6 +9,7 @@ and its step runs again; a record that cannot be written fails the run (see ``St
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import tempfile
@@ -27,7 +28,7 @@ from prefect.settings import get_current_settings
 from pydantic import BaseModel
 
 from ._secrets import get_logger
-from .errors import StorageError
+from .errors import StorageError, storage_step_failed
 
 logger = get_logger("nexusflow.storage")
 
@@ -48,17 +49,110 @@ def _lock(name: str) -> anyio.Lock:
 
 def write_atomically(path: Path, content: bytes) -> None:
     """A crash mid-write leaves the old file, never half a new one."""
+    os.close(_put_in_place(path, content, sync=True))
+
+
+def _put_in_place(path: Path, content: bytes, *, sync: bool) -> int:
+    """Write a temporary file (synced to disk first with ``sync``) and rename it to ``path``;
+    return its still open descriptor."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
-        with os.fdopen(handle, "wb") as file:
+        with open(handle, "wb", closefd=False) as file:
             file.write(content)
-            file.flush()
-            os.fsync(file.fileno())
+        if sync:
+            os.fsync(handle)
         os.replace(temporary, path)
     except BaseException:
+        os.close(handle)
         Path(temporary).unlink(missing_ok=True)
         raise
+    return handle
+
+
+def sync_step_record(handle: int, path: Path) -> None:
+    """The second half of a step record's write, in a worker thread: a record that cannot
+    be synced is removed, so that no resume trusts it."""
+    try:
+        os.fsync(handle)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(handle)
+
+
+_syncing: dict[str, dict[str, asyncio.Task[None]]] = {}
+"""Session -> step record key -> the sync of that record to disk, while it runs or once it
+failed (a synced record leaves)."""
+
+
+def _session_of(key: str) -> str:
+    return key.split("/", 1)[0]
+
+
+def _step_of(key: str) -> str:
+    """``turn-3``, ``tool-3 call 1``: a step named by its key (``session/step/kind/call-digest``)."""
+    parts = key.split("/")
+    if len(parts) < 4:
+        return key
+    step, kind, call = parts[-3], parts[-2], parts[-1].split("-", 1)[0]
+    return f"{kind}-{step}" if kind == "turn" else f"{kind}-{step} call {call}"
+
+
+_INLINE_BYTES = 256 * 1024
+"""A step record up to this size is put in place on the event loop (tens of microseconds,
+less than a hop to a worker thread costs); a larger one in a worker thread."""
+
+
+async def _write_step_record(target: Path, content: bytes, key: str) -> None:
+    """Put the record in place, then sync it to disk in a worker thread while the run goes
+    on: ``synced`` waits for that before the session's next step starts."""
+    if len(content) <= _INLINE_BYTES:
+        handle = _put_in_place(target, content, sync=False)
+    else:
+        handle = await anyio.to_thread.run_sync(functools.partial(_put_in_place, target, content, sync=False))
+    session = _session_of(key)
+    syncing = _syncing.setdefault(session, {})
+    task = asyncio.get_running_loop().create_task(anyio.to_thread.run_sync(sync_step_record, handle, target))
+    syncing[key] = task
+
+    def done(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is None and syncing.get(key) is task:
+            del syncing[key]
+            if not syncing and _syncing.get(session) is syncing:
+                del _syncing[session]
+
+    task.add_done_callback(done)
+
+
+async def synced(session_id: str, *, ending: bool = False) -> None:
+    """Every step record of the session is on disk. Called where a step's work starts and
+    where a run ends (``ending``: the session's syncs are then forgotten): a record is
+    durable before anything that follows it happens, while its sync overlaps Prefect's
+    bookkeeping between steps. A record that could not be synced fails every later step
+    of the run (a retried step too), then the run."""
+    syncing = _syncing.get(session_id)
+    if not syncing:
+        return
+    loop = asyncio.get_running_loop()
+    for key in [key for key, task in syncing.items() if task.get_loop() is not loop]:
+        del syncing[key]  # left by a run cancelled in a loop of its own, now gone (one live run per session)
+    pending = list(syncing.items())
+    if pending:
+        await asyncio.wait([task for _, task in pending])
+    if ending:
+        _syncing.pop(session_id, None)
+    for key, task in pending:
+        if task.cancelled() or task.exception() is not None:
+            error = task.exception()
+            why = f"{type(error).__name__}: {error}" if error is not None else "its sync was cancelled"
+            raise storage_step_failed(_step_of(key), key, why)
+
+
+def _is_step_record(path: str) -> bool:
+    """Our own records live under ``nexusflow/``; every other key is a step's."""
+    return "/nexusflow/" not in f"/{path}"
 
 
 class AtomicLocalFileSystem(LocalFileSystem):
@@ -74,7 +168,10 @@ class AtomicLocalFileSystem(LocalFileSystem):
     async def awrite_path(self, path: str, content: bytes) -> str:
         target = self._resolve_path(path)
         try:
-            await anyio.to_thread.run_sync(write_atomically, target, content)
+            if _is_step_record(path):
+                await _write_step_record(target, content, path)
+            else:
+                await anyio.to_thread.run_sync(write_atomically, target, content)
         except Exception as exc:
             self._record(path, exc)
             raise
@@ -102,7 +199,7 @@ class AtomicLocalFileSystem(LocalFileSystem):
 def _checked(path: str, content: bytes) -> bytes:
     """A step record that does not parse is reported before Prefect quietly runs its
     step again; our own records (not step records) are checked where they are read."""
-    if "/nexusflow/" in f"/{path}":
+    if not _is_step_record(path):
         return content
     try:
         ResultRecord.deserialize(content)

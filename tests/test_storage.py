@@ -2,9 +2,12 @@
 and that the local storage block a run uses is saved on the server it talks to."""
 
 import asyncio
+import errno
 import os
 import threading
+import time
 from contextlib import ExitStack
+from pathlib import Path
 
 import anyio
 import pytest
@@ -105,3 +108,76 @@ async def test_a_second_server_gets_its_own_local_storage_block(monkeypatch, tmp
                 saved = await client.read_block_document(second._block_document_id)
     assert second.basepath == first.basepath
     assert saved.name == first._block_document_name
+
+
+def _path_of(handle: int) -> str:
+    return os.readlink(f"/proc/self/fd/{handle}")
+
+
+async def test_a_step_starts_only_once_the_record_before_it_is_on_disk(monkeypatch, session_id, storage):
+    """A step record is put in place at once and synced to disk while Prefect finishes the
+    step; the next step's work waits for that sync. Here each sync takes 0.3 s: the tool
+    must find the turn that asked for it synced, and the second turn the tool's record."""
+    real_fsync = os.fsync
+    synced: list[str] = []
+    steps = f"{storage / session_id}/"
+
+    def slow_fsync(handle: int) -> None:
+        path = _path_of(handle)
+        if path.startswith(steps):
+            time.sleep(0.3)
+            real_fsync(handle)
+            synced.append(path)
+        else:
+            real_fsync(handle)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    seen: list[list[str]] = []
+
+    @tool
+    async def look(text: str) -> str:
+        """Notes which of the session's records are synced when it runs."""
+        seen.append(list(synced))
+        return text
+
+    reply = {"tool_calls": [{"name": "look", "arguments": {"text": "x"}}]}
+    model = ScriptedModel([reply, "done"])
+    async with await Toolkit.load(tools=[look]) as toolkit:
+        result = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+    assert result.status == "completed", result.error
+    assert len(seen) == 1 and any("/0/turn/" in path for path in seen[0]), seen
+    assert [path.split("/")[-2] for path in synced] == ["turn", "tool", "turn"], synced
+    assert all(Path(path).exists() for path in synced)
+
+
+async def test_a_record_that_cannot_be_synced_fails_the_run_before_the_next_step(monkeypatch, session_id, storage):
+    """An I/O error while syncing a record (a failing disk: no other way to cause it here
+    than to make ``fsync`` fail) fails the run with the storage error naming the step, the
+    step after it never runs, and the record is removed, so that a resume runs it again."""
+    real_fsync = os.fsync
+
+    def failing_fsync(handle: int) -> None:
+        if _path_of(handle).startswith(f"{storage / session_id}/0/turn/"):
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(handle)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    ran: list[str] = []
+
+    @tool
+    async def act(text: str) -> str:
+        """A side effect."""
+        ran.append(text)
+        return text
+
+    reply = {"tool_calls": [{"name": "act", "arguments": {"text": "x"}}]}
+    async with await Toolkit.load(tools=[act]) as toolkit:
+        result = await create_in_process_client(ScriptedModel([reply, "done"])).run(
+            "go", toolkit, session_id=session_id
+        )
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.startswith(f"storage: the result of turn-0 could not be stored under {session_id}/0/turn/0-")
+    assert result.error.endswith("OSError: [Errno 5] Input/output error"), result.error
+    assert ran == [], "the tool ran although the turn that asked for it was not on disk"
+    assert not list((storage / session_id / "0" / "turn").glob("*")), "the unsynced record (or a temp file) is left"

@@ -16,7 +16,7 @@ from .._lease import session_lease
 from .._retry import is_transient
 from .._runtime import current_pending
 from .._secrets import redact
-from .._storage import step_storage
+from .._storage import step_storage, synced
 from ..errors import NexusflowError, PrefectApiError, StorageError, TransientError, describe, unwrap
 from ..memory import SessionRecord, read_inputs
 from ..messages import Answer, ModelRequest, RunResult, ToolCall
@@ -153,6 +153,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                     output=OutputSpec.of(options.output_type),
                     output_retries=options.output_retries,
                 )
+                await synced(session_id, ending=True)  # the last steps' records are on disk before the run says so
             outcome = result("completed", text=text, output=text if options.output_type is str else state.output)
             # Published while the lease is released: the server answers slowly right after a long
             # run (it still digests the run's events), and two round trips at once cost one.
@@ -160,6 +161,10 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     except Exception as exc:
         if publishing is not None:  # the lease's release failed: the run ends failed instead
             publishing.cancel()
+        try:
+            await synced(session_id, ending=True)
+        except StorageError as unsynced:  # what the run ends with says more; a resume runs that step again
+            logger.warning("%s", unsynced)
         waiting = unwrap(exc)
         if isinstance(waiting, Suspended):
             logger.info(

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from prefect import task
 
+from .._storage import synced
 from .keys import POSITIONAL_KEY
 from .stored import note_unstored
 
@@ -19,6 +20,7 @@ from .stored import note_unstored
     cache_policy=POSITIONAL_KEY,
 )
 async def remembered(session_id: str, kind: str, key: str, produce: Callable[[], Awaitable[str]]) -> str:
+    await synced(session_id)
     return await produce()
 
 

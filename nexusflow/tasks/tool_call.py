@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from .._concurrency import ensure_limit
 from .._position import CallPosition, call_position
+from .._storage import synced
 from ..hooks import AfterTool, BeforeTool, call_hook, hook_returned
 from ..messages import Answer, Request, ToolCall, ToolResult
 from ..policies import ToolPolicy, concurrency_limit_name, policy_for
@@ -122,6 +123,7 @@ async def tool_call(
 ) -> State[ToolRecord]:
     """``run_name`` is the task run's name (the flow makes it: see ``Steps``); the key alone
     decides what replays."""
+    await synced(session_id)
     logger = get_run_logger()
     logger.info("arguments: %s", shown(call.arguments))
     token = call_position.set(CallPosition(session_id, step, index))

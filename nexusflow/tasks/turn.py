@@ -14,6 +14,7 @@ from prefect.transactions import CommitMode, atransaction
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from .._storage import synced
 from ..errors import ModelError, TransientError
 from ..events import Emit
 from ..hooks import AfterLlm, BeforeLlm, call_hook, hook_returned
@@ -155,6 +156,7 @@ def _served_calls(runtime: TurnRuntime, step: int) -> CallTool | None:
     cache_policy=POSITIONAL_KEY,
 )
 async def model_turn(session_id: str, step: int, key: str, request: ModelRequest, runtime: TurnRuntime) -> TurnRecord:
+    await synced(session_id)
     scope = TurnScope(step=step, call_tool=_served_calls(runtime, step), emit=runtime.emit)
     record = await produce_turn(request, runtime, scope)
     _log_decision(record)

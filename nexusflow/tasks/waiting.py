@@ -10,6 +10,7 @@ from prefect import get_run_logger, task
 from prefect.client.schemas.objects import State
 from prefect.states import Completed
 
+from .._storage import synced
 from ..messages import Answer, Request
 from .keys import POSITIONAL_KEY
 from .shown import shown
@@ -25,6 +26,7 @@ from .stored import note_unstored
 )
 async def suspension(session_id: str, step: int, index: int, key: str, run_name: str, request: Request) -> Request:
     """Records what was asked; its task run is where a person sees the request."""
+    await synced(session_id)
     get_run_logger().info("request %s (%s): %s", request.id, request.kind, shown(request.prompt))
     return request
 
@@ -45,6 +47,7 @@ async def wait(
     request: Request,
     resolve: Callable[[Request], Awaitable[Answer]],
 ) -> State[Answer]:
+    await synced(session_id)
     answer = await resolve(request)
     if not isinstance(answer, Answer):
         raise TypeError(f"wait_for returned {type(answer).__name__}, not an Answer")

@@ -39,15 +39,14 @@ def record(name: str, line: str) -> None:
 
 if args.kill_after:
     stored = 0
-    write = storage.write_atomically
+    write, sync = storage.write_atomically, storage.sync_step_record
 
     counting = threading.Lock()
 
-    def write_then_maybe_die(path: Path, content: bytes) -> None:
+    def count_then_maybe_die(path: Path) -> None:
         """Parallel calls store from worker threads: count under a lock, or two records
         stored at once could both miss the k-th."""
         global stored
-        write(path, content)
         if "/nexusflow/" not in str(path):
             with counting:
                 stored += 1
@@ -55,7 +54,17 @@ if args.kill_after:
                 if stored == args.kill_after:
                     os.kill(os.getpid(), signal.SIGKILL)
 
+    def write_then_maybe_die(path: Path, content: bytes) -> None:
+        write(path, content)
+        count_then_maybe_die(path)
+
+    def sync_then_maybe_die(handle: int, path: Path) -> None:
+        """A step record is stored once it is synced to disk."""
+        sync(handle, path)
+        count_then_maybe_die(path)
+
     storage.write_atomically = write_then_maybe_die
+    storage.sync_step_record = sync_then_maybe_die
 
 
 @tool
