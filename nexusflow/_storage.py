@@ -9,12 +9,12 @@ and its step runs again; a record that cannot be written fails the run (see ``St
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import os
 import tempfile
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -100,21 +100,38 @@ def _step_of(key: str) -> str:
     return f"{kind}-{step}" if kind == "turn" else f"{kind}-{step} call {call}"
 
 
-_INLINE_BYTES = 256 * 1024
-"""A step record up to this size is put in place on the event loop (tens of microseconds,
-less than a hop to a worker thread costs); a larger one in a worker thread."""
+def _write_step_record_then_sync(path: Path, content: bytes, in_place: Callable[[], None]) -> None:
+    handle = _put_in_place(path, content, sync=False)
+    in_place()
+    sync_step_record(handle, path)
 
 
 async def _write_step_record(target: Path, content: bytes, key: str) -> None:
-    """Put the record in place, then sync it to disk in a worker thread while the run goes
-    on: ``synced`` waits for that before the session's next step starts."""
-    if len(content) <= _INLINE_BYTES:
-        handle = _put_in_place(target, content, sync=False)
-    else:
-        handle = await anyio.to_thread.run_sync(functools.partial(_put_in_place, target, content, sync=False))
+    """Return once the record is in place (readable, and a write error is raised here); its
+    sync to disk goes on in the same worker thread while the run goes on, and ``synced``
+    waits for it before the session's next step starts. One hop to a worker thread, as a
+    plain write; no blocking call on the event loop."""
+    loop = asyncio.get_running_loop()
+    placed: asyncio.Future[None] = loop.create_future()
+
+    def settle() -> None:
+        if not placed.done():
+            placed.set_result(None)
+
+    def in_place() -> None:  # called from the worker thread
+        loop.call_soon_threadsafe(settle)
+
+    async def write() -> None:
+        try:
+            await anyio.to_thread.run_sync(_write_step_record_then_sync, target, content, in_place)
+        except BaseException as exc:
+            if placed.done():  # the sync failed: the session's next ``synced`` reports it
+                raise
+            placed.set_exception(exc)
+
     session = _session_of(key)
     syncing = _syncing.setdefault(session, {})
-    task = asyncio.get_running_loop().create_task(anyio.to_thread.run_sync(sync_step_record, handle, target))
+    task = loop.create_task(write())
     syncing[key] = task
 
     def done(task: asyncio.Task[None]) -> None:
@@ -124,6 +141,7 @@ async def _write_step_record(target: Path, content: bytes, key: str) -> None:
                 del _syncing[session]
 
     task.add_done_callback(done)
+    await placed
 
 
 async def synced(session_id: str, *, ending: bool = False) -> None:
