@@ -181,3 +181,31 @@ async def test_a_record_that_cannot_be_synced_fails_the_run_before_the_next_step
     assert result.error.endswith("OSError: [Errno 5] Input/output error"), result.error
     assert ran == [], "the tool ran although the turn that asked for it was not on disk"
     assert not list((storage / session_id / "0" / "turn").glob("*")), "the unsynced record (or a temp file) is left"
+
+
+async def test_a_large_step_record_is_stored_whole_and_replays(session_id, storage):
+    """A 5 MB tool result goes through the same write as a small one (in place, then synced
+    behind the run) and comes back byte for byte when the session runs again."""
+    big = "".join(f"{n:07d}\n" for n in range(625_000))
+    calls: list[int] = []
+
+    @tool
+    async def dump(n: int) -> str:
+        """A large result."""
+        calls.append(n)
+        return big
+
+    def model(request):
+        results = [m.content for m in request.messages if m.role == "tool"]
+        if not results:
+            return {"tool_calls": [{"name": "dump", "arguments": {"n": 1}}]}
+        return f"got {len(results[0])} characters, last line {results[0].splitlines()[-1]}"
+
+    async with await Toolkit.load(tools=[dump]) as toolkit:
+        first = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+        again = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+    assert first.status == again.status == "completed", (first.error, again.error)
+    assert first.text == again.text == f"got {len(big)} characters, last line 0624999"
+    assert calls == [1], "the stored call ran again"
+    assert again.metrics.replayed_tool_calls == 1
+    assert not list((storage / session_id).rglob("*.part")), "a temporary file is left"
