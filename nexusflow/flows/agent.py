@@ -161,11 +161,12 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     except Exception as exc:
         if publishing is not None:  # the lease's release failed: the run ends failed instead
             publishing.cancel()
+        waiting = unwrap(exc)
         try:
             await synced(session_id, ending=True)
-        except StorageError as unsynced:  # what the run ends with says more; a resume runs that step again
-            logger.warning("%s", unsynced)
-        waiting = unwrap(exc)
+        except StorageError as unsynced:  # the run ends as it was going to; a resume runs that step again
+            if str(unsynced) != str(waiting):
+                logger.warning("%s", unsynced)
         if isinstance(waiting, Suspended):
             logger.info(
                 "run pending: %s (request %s); answer with: %s",
