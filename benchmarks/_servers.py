@@ -9,8 +9,10 @@ its children; its CPU is the sum over its process tree (``tree_cpu``).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from helpers.servers import free_port, postgres, start_prefect_server, stop, wait_for_prefect_server
 
-__all__ = ["PrefectServer", "base_env", "prefect_server", "stop", "tree_cpu"]
+__all__ = ["PrefectServer", "base_env", "prefect_server", "stop", "this_process_on_a_new_server", "tree_cpu"]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -105,3 +107,20 @@ def prefect_server(backend: str, root: Path, stack: ExitStack) -> PrefectServer:
     api_url = f"http://127.0.0.1:{port}/api"
     wait_for_prefect_server(api_url, server, log, timeout=240)
     return PrefectServer(api_url, server, cluster, time.monotonic() - started, log)
+
+
+def this_process_on_a_new_server(prefix: str, stack: ExitStack) -> PrefectServer:
+    """A ``prefect server start`` on SQLite in a temp dir (removed with ``stack``), and this
+    process pointed at it with a Prefect home and result storage of its own."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    stack.callback(shutil.rmtree, root, True)
+    server = prefect_server("sqlite", root / "server", stack)
+    os.environ.update(
+        {
+            "PREFECT_API_URL": server.api_url,
+            "PREFECT_HOME": str(root / "client"),
+            "PREFECT_LOCAL_STORAGE_PATH": str(root / "storage"),
+            "DO_NOT_TRACK": "1",
+        }
+    )
+    return server

@@ -51,11 +51,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -66,7 +64,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _servers import PrefectServer, base_env, prefect_server
+from _servers import PrefectServer, base_env, this_process_on_a_new_server
 
 CONTENDERS = ("floor", "nexusflow", "prefectagent")
 LABELS = {"floor": "floor", "nexusflow": "nexusflow", "prefectagent": "PrefectAgent"}
@@ -556,17 +554,7 @@ def main(options: argparse.Namespace) -> None:
         if os.environ.get("PREFECT_API_URL"):
             print(f"server: PREFECT_API_URL={os.environ['PREFECT_API_URL']}", flush=True)
         else:
-            root = Path(tempfile.mkdtemp(prefix="nexusflow-loop-overhead-"))
-            stack.callback(shutil.rmtree, root, True)
-            server = prefect_server("sqlite", root / "server", stack)
-            os.environ.update(
-                {
-                    "PREFECT_API_URL": server.api_url,
-                    "PREFECT_HOME": str(root / "client"),
-                    "PREFECT_LOCAL_STORAGE_PATH": str(root / "storage"),
-                    "DO_NOT_TRACK": "1",
-                }
-            )
+            server = this_process_on_a_new_server("nexusflow-loop-overhead-", stack)
             print(f"server: prefect server start on SQLite, up in {server.started_in:.1f} s; load {load()}", flush=True)
         results = anyio.run(bench, options, server)
         report(results, options, server)

@@ -23,10 +23,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -35,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _servers import PrefectServer, prefect_server
+from _servers import PrefectServer, this_process_on_a_new_server
 from loop_overhead import Floor, Nexusflow, Sample, drain, load, measure
 
 VARIANTS = ("floor", "shipped", "no-sync", "no-logs", "bare")
@@ -118,17 +116,7 @@ def main(options: argparse.Namespace) -> None:
         server = None
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
         if not os.environ.get("PREFECT_API_URL"):
-            root = Path(tempfile.mkdtemp(prefix="nexusflow-turn-costs-"))
-            stack.callback(shutil.rmtree, root, True)
-            server = prefect_server("sqlite", root / "server", stack)
-            os.environ.update(
-                {
-                    "PREFECT_API_URL": server.api_url,
-                    "PREFECT_HOME": str(root / "client"),
-                    "PREFECT_LOCAL_STORAGE_PATH": str(root / "storage"),
-                    "DO_NOT_TRACK": "1",
-                }
-            )
+            server = this_process_on_a_new_server("nexusflow-turn-costs-", stack)
         figures = anyio.run(bench, options.turns, options.repeats, options.idle, server)
         report(figures, options.turns)
     print(f"\ndone in {time.perf_counter() - started:.0f} s; load {load()}")
