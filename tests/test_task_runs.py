@@ -3,13 +3,24 @@ own log lines, read back from the real server; and the run's step table (``Steps
 
 import re
 
+import anyio
 import pytest
+from prefect import get_client
+from prefect.client.schemas.filters import (
+    LogFilter,
+    LogFilterTaskRunId,
+    TaskRunFilter,
+    TaskRunFilterFlowRunId,
+    TaskRunFilterName,
+)
 from prefect.client.schemas.objects import TaskRun
+from prefect.context import FlowRunContext
 
 import nexusflow.flows.agent as agent_flow
 from nexusflow import Answer, Request, ScriptedModel, Toolkit, create_in_process_client, current_answer, suspend, tool
 from nexusflow._secrets import register
 from nexusflow.flows.steps import Steps
+from nexusflow.tasks.tool_call import ANNOUNCED_AFTER
 
 from helpers.prefect_api import by_name, task_run_logs, task_runs
 
@@ -96,8 +107,8 @@ async def test_names_states_and_logs_of_a_turn_and_its_calls_and_the_replay(sess
     failed = named["tool-0-fragile"].state
     assert failed.is_completed() and failed.message == error, "an error is visible without failing the run"
 
-    assert await task_run_logs(named["tool-0-lookup-2"]) == ['arguments: {"key": "k2"}', "result: value-of-k2"]
-    assert await task_run_logs(named["tool-0-fragile"]) == ['arguments: {"n": 3}', error]
+    assert await task_run_logs(named["tool-0-lookup-2"]) == ['arguments: {"key": "k2"} · result: value-of-k2']
+    assert await task_run_logs(named["tool-0-fragile"]) == [f'arguments: {{"n": 3}} · {error}']
     (decided,) = await task_run_logs(named["turn-0"])
     made = re.escape('calls: lookup({"key": "k1"}), lookup({"key": "k2"}), fragile({"n": 3})')
     assert re.fullmatch(made + r" · seconds \d+\.\d\d · tokens 10 in / 5 out · launches 1", decided), decided
@@ -134,10 +145,10 @@ async def test_secrets_are_redacted_and_long_results_cut_in_a_tool_runs_logs(ses
     assert result.status == "completed", result.error
 
     named = by_name(await task_runs(result.flow_run_id, expected=3))
-    arguments, shown = await task_run_logs(named["tool-0-echo"])
-    assert arguments == 'arguments: {"text": "token=***"}'
+    (shown,) = await task_run_logs(named["tool-0-echo"])
     full = len("token=***") + 5000
-    assert shown == "result: token=***" + "x" * (2000 - len("token=***")) + f"… ({full} characters)"
+    cut = "token=***" + "x" * (2000 - len("token=***")) + f"… ({full} characters)"
+    assert shown == f'arguments: {{"text": "token=***"}} · result: {cut}'
     turn = await task_run_logs(named["turn-0"])
     assert turn[0].startswith('calls: echo({"text": "token=***"}) · seconds ')
     everything = [line for run in named.values() for line in await task_run_logs(run)]
@@ -159,8 +170,7 @@ async def test_a_suspended_call_awaits_and_the_approved_call_runs_again_by_name(
         }
         assert named["tool-0-deploy"].state.message == "May I deploy api?"
         assert await task_run_logs(named["tool-0-deploy"]) == [
-            'arguments: {"service": "api"}',
-            "pending: May I deploy api?",
+            'arguments: {"service": "api"} · pending: May I deploy api?'
         ]
         asked = await task_run_logs(named["suspend-0-deploy"])
         assert asked[0] == f"request {first.request.id} (approval): May I deploy api?"
@@ -178,7 +188,8 @@ async def test_a_suspended_call_awaits_and_the_approved_call_runs_again_by_name(
         "tool-0-deploy-approved": "Completed",
         "turn-1": "Completed",
     }
-    assert (await task_run_logs(named["tool-0-deploy-approved"]))[1] == "result: deployed api"
+    approved = await task_run_logs(named["tool-0-deploy-approved"])
+    assert approved == ['arguments: {"service": "api"} · result: deployed api']
     assert_entries_match(recorded[1], runs)
     assert [e.name for e in recorded[1].entries] == [
         "turn-0",
@@ -227,3 +238,41 @@ async def test_waits_are_named_by_their_decision_and_repeats_keep_their_suffix(s
     assert named["wait-0-deploy-3"].state.message == "expired"
     assert named["tool-0-deploy-2"].state.message == "May I deploy db?"
     assert_entries_match(recorded[0], runs)
+
+
+async def test_a_slow_call_shows_its_arguments_while_it_runs_and_its_result_after(session_id):
+    """A quick call logs one line; one still running after ``ANNOUNCED_AFTER`` seconds shows
+    its arguments then, read from the server while the tool still runs."""
+    seen: list[list[str]] = []
+
+    @tool
+    async def slow(city: str) -> str:
+        """Takes its time."""
+        deadline = anyio.current_time() + 20
+        while not seen and anyio.current_time() < deadline:
+            await anyio.sleep(ANNOUNCED_AFTER)
+            this_run = TaskRunFilter(
+                flow_run_id=TaskRunFilterFlowRunId(any_=[FlowRunContext.get().flow_run.id]),
+                name=TaskRunFilterName(any_=["tool-0-slow"]),
+            )
+            async with get_client() as client:
+                (running,) = await client.read_task_runs(task_run_filter=this_run)
+            if lines := await _lines(running):
+                seen.append(lines)
+        return f"sunny in {city}"
+
+    model = ScriptedModel([calls(("slow", {"city": "Oslo"}), ("lookup", {"key": "k1"})), "done"])
+    async with await Toolkit.load(tools=[slow, lookup]) as toolkit:
+        result = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+    assert result.status == "completed", result.error
+
+    assert seen == [['arguments: {"city": "Oslo"}']], "the arguments are on the page while the call runs"
+    named = by_name(await task_runs(result.flow_run_id, expected=4))
+    assert await task_run_logs(named["tool-0-slow"]) == ['arguments: {"city": "Oslo"}', "result: sunny in Oslo"]
+    assert await task_run_logs(named["tool-0-lookup"]) == ['arguments: {"key": "k1"} · result: value-of-k1']
+
+
+async def _lines(run: TaskRun) -> list[str]:
+    async with get_client() as client:
+        found = await client.read_logs(log_filter=LogFilter(task_run_id=LogFilterTaskRunId(any_=[run.id])))
+    return [log.message for log in sorted(found, key=lambda log: log.timestamp)]

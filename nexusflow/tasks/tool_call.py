@@ -1,12 +1,15 @@
 """One tool call as a Prefect task (``tool-{n}-{name}``); a finished call never runs again.
 
-Its task run's page shows the call: its arguments and its result as log lines, and a state
-named ``ToolError`` or ``AwaitingAnswer`` for a call that failed or suspended. Both are
+Its task run's page shows the call: one log line with its arguments and its result (a call
+still running after ``ANNOUNCED_AFTER`` seconds logs its arguments then, and its result on a
+second line), and a state named ``ToolError`` or ``AwaitingAnswer`` for a call that failed or
+suspended. Both are
 Completed-type states: the model reads the error and the run goes on, and the record is
 stored under the call's key like any other, so a resumed run replays it."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -30,6 +33,11 @@ from ..toolkit import Toolkit
 from .keys import POSITIONAL_KEY
 from .shown import shown
 from .stored import note_unstored
+
+ANNOUNCED_AFTER = 1.0
+"""Seconds after which a running call's page shows its arguments. A log line costs a turn
+about 0.7 ms on its way to Prefect's API (``benchmarks/turn_costs.py``), so a quick call logs
+one line: arguments and result together."""
 
 
 class ToolRecord(BaseModel):
@@ -125,22 +133,31 @@ async def tool_call(
     decides what replays."""
     await synced(session_id)
     logger = get_run_logger()
-    logger.info("arguments: %s", shown(call.arguments))
+    arguments = f"arguments: {shown(call.arguments)}"
+    said: list[str] = []
+
+    def announce() -> None:
+        said.append(arguments)
+        logger.info("%s", arguments)
+
+    announced = asyncio.get_running_loop().call_later(ANNOUNCED_AFTER, announce)
     token = call_position.set(CallPosition(session_id, step, index))
     try:
         record = await execute_tool(call, runtime, answer)
     finally:
         call_position.reset(token)
+        announced.cancel()
+    prefix = "" if said else f"{arguments} · "
     result = record.result
     if result.pending is not None:
         prompt = shown(result.pending.prompt)
-        logger.info("pending: %s", prompt)
+        logger.info("%spending: %s", prefix, prompt)
         return Completed(name="AwaitingAnswer", message=prompt, data=record)
     content = shown(result.content)
     if result.is_error:
-        logger.info("error: %s", content.removeprefix("error: "))
+        logger.info("%serror: %s", prefix, content.removeprefix("error: "))
         return Completed(name="ToolError", message=content, data=record)
-    logger.info("result: %s", content)
+    logger.info("%sresult: %s", prefix, content)
     return Completed(data=record)
 
 
