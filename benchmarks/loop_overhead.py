@@ -129,6 +129,8 @@ class Floor:
 
         @task(name="floor-turn", task_run_name="turn-{step}", **options)
         async def floor_turn(session_id: str, step: int, key: str, turns: int) -> dict[str, Any]:
+            if step == turns - 1 and self.before_last is not None:
+                await self.before_last()
             mark_model_call()
             if step < turns - 1:
                 return {"tool_calls": [{"name": "noop", "arguments": {"step": step}}]}
@@ -159,6 +161,8 @@ class Floor:
 
         self.flow = floor_run
         self.last: dict[int, str] = {}
+        self.before_last: Callable[[], Awaitable[None]] | None = None
+        """Awaited in the last turn, before its model call is marked (``run_end.py``)."""
 
     def fresh(self, turns: int) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
@@ -191,8 +195,10 @@ class Nexusflow:
         target = self.target = {"turns": 1}
 
         async def generate(request: ModelRequest) -> Any:
-            mark_model_call()
             step = sum(m.role == "assistant" for m in request.messages)
+            if step == target["turns"] - 1 and self.before_last is not None:
+                await self.before_last()
+            mark_model_call()
             if step < target["turns"] - 1:
                 return {"tool_calls": [{"name": "noop", "arguments": {"step": step}}]}
             return "done"
@@ -200,6 +206,8 @@ class Nexusflow:
         self.toolkit = toolkit
         self.client = create_in_process_client(generate, max_turns=longest)
         self.last: dict[int, str] = {}
+        self.before_last: Callable[[], Awaitable[None]] | None = None
+        """Awaited in the last turn, before its model call is marked (``run_end.py``)."""
 
     def fresh(self, turns: int) -> Callable[[], Awaitable[None]]:
         async def run() -> None:

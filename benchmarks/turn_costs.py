@@ -4,9 +4,9 @@ the two things the floor does not do turned off, one at a time and together.
 - ``shipped``: nexusflow as it is;
 - ``no-sync``: its step records are not synced to disk (``os.fsync`` does nothing), as the
   floor's plain ``LocalFileSystem`` writes are not: what power-failure durability costs;
-- ``no-logs``: a turn task and a tool task write no log lines (three a turn: the model's
-  decision with the turn's cost, the call's arguments, its result), which the floor does
-  not write either: what a task run's page in the UI costs;
+- ``no-logs``: a turn task and a tool task write no log lines (two a turn: the model's
+  decision with the turn's cost, the call's arguments with its result), which the floor
+  does not write either: what a task run's page in the UI costs;
 - ``bare``: both off: nexusflow's own machinery, to be set against the floor.
 
 The variants are made by patching this process (a benchmark's means, never the library's):
