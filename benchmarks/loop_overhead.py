@@ -120,7 +120,7 @@ class Floor:
     step, kind): a rerun with the same session id replays every step."""
 
     def __init__(self) -> None:
-        from prefect import flow, task
+        from prefect import flow, get_run_logger, task
 
         def positional(context: Any, parameters: dict[str, Any]) -> str:
             return str(parameters["key"])
@@ -131,14 +131,23 @@ class Floor:
         async def floor_turn(session_id: str, step: int, key: str, turns: int) -> dict[str, Any]:
             if step == turns - 1 and self.before_last is not None:
                 await self.before_last()
+            started = time.perf_counter()
             mark_model_call()
             if step < turns - 1:
-                return {"tool_calls": [{"name": "noop", "arguments": {"step": step}}]}
-            return {"content": "done"}
+                reply: dict[str, Any] = {"tool_calls": [{"name": "noop", "arguments": {"step": step}}]}
+            else:
+                reply = {"content": "done"}
+            if self.logged:
+                decided = f"calls: noop({{'step': {step}}})" if step < turns - 1 else "answer: done"
+                get_run_logger().info("%s · seconds %.2f", decided, time.perf_counter() - started)
+            return reply
 
         @task(name="floor-tool", task_run_name="tool-{step}-noop", **options)
         async def floor_tool(session_id: str, step: int, key: str, arguments: dict[str, Any]) -> dict[str, Any]:
-            return {"content": str(arguments["step"])}
+            result = {"content": str(arguments["step"])}
+            if self.logged:
+                get_run_logger().info("arguments: %s · result: %s", arguments, result["content"])
+            return result
 
         @flow(name="floor_run", flow_run_name="floor-{session_id}")
         async def floor_run(session_id: str, turns: int) -> dict[str, Any]:
@@ -163,6 +172,8 @@ class Floor:
         self.last: dict[int, str] = {}
         self.before_last: Callable[[], Awaitable[None]] | None = None
         """Awaited in the last turn, before its model call is marked (``run_end.py``)."""
+        self.logged = False
+        """Whether a turn and a tool call each log a line, as nexusflow's do (``turn_costs.py``)."""
 
     def fresh(self, turns: int) -> Callable[[], Awaitable[None]]:
         async def run() -> None:

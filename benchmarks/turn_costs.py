@@ -7,7 +7,11 @@ the two things the floor does not do turned off, one at a time and together.
 - ``no-logs``: a turn task and a tool task write no log lines (two a turn: the model's
   decision with the turn's cost, the call's arguments with its result), which the floor
   does not write either: what a task run's page in the UI costs;
-- ``bare``: both off: nexusflow's own machinery, to be set against the floor.
+- ``bare``: both off: nexusflow's own machinery, to be set against the floor;
+- ``floor+``: the floor doing the same work as shipped nexusflow, the plain way: each record
+  written to a temporary file, synced and renamed before its task returns (one worker-thread
+  hop), and one log line a turn and one a tool call: what Prefect costs for the same
+  guarantees and the same pages, to be set against ``shipped``.
 
 The variants are made by patching this process (a benchmark's means, never the library's):
 every variant runs the same client, interleaved with the floor in one process against one
@@ -31,12 +35,14 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _servers import PrefectServer, this_process_on_a_new_server
 from loop_overhead import Floor, Nexusflow, Sample, drain, load, measure
 
-VARIANTS = ("floor", "shipped", "no-sync", "no-logs", "bare")
+VARIANTS = ("floor", "shipped", "no-sync", "no-logs", "bare", "floor+")
 
 
 @contextmanager
@@ -50,6 +56,15 @@ def variant(name: str) -> Iterator[None]:
         saved.append((owner, attribute, getattr(owner, attribute)))
         setattr(owner, attribute, value)
 
+    if name == "floor+":
+        from prefect.filesystems import LocalFileSystem
+
+        async def durable(self: LocalFileSystem, path: str, content: bytes) -> str:
+            target = self._resolve_path(path)
+            await anyio.to_thread.run_sync(_write_synced, target, content)
+            return str(target)
+
+        patch(LocalFileSystem, "awrite_path", durable)
     if name in ("no-sync", "bare"):
         patch(os, "fsync", lambda handle: None)
     if name in ("no-logs", "bare"):
@@ -62,6 +77,16 @@ def variant(name: str) -> Iterator[None]:
     finally:
         for owner, attribute, value in reversed(saved):
             setattr(owner, attribute, value)
+
+
+def _write_synced(target: Path, content: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = target.with_name(f".{target.name}.part")
+    with open(part, "wb") as file:
+        file.write(content)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(part, target)
 
 
 async def bench(turns: int, repeats: int, idle: float, server: PrefectServer | None) -> dict[str, list[float]]:
@@ -81,7 +106,8 @@ async def bench(turns: int, repeats: int, idle: float, server: PrefectServer | N
         for repeat in range(repeats):
             shift = repeat % len(VARIANTS)
             for name in VARIANTS[shift:] + VARIANTS[:shift]:
-                contender = floor if name == "floor" else ours
+                contender = floor if name.startswith("floor") else ours
+                floor.logged = name == "floor+"
                 samples: list[Sample] = []
                 with variant(name):
                     for length in (1, turns):
@@ -99,11 +125,17 @@ async def bench(turns: int, repeats: int, idle: float, server: PrefectServer | N
 
 def report(figures: dict[str, list[float]], turns: int) -> None:
     print(f"\n== per extra turn, ms, 1 -> {turns} turns; median of {len(figures['floor wall'])} repetition(s)")
-    print(f"  {'':10s} {'wall':>8s} {'x floor':>8s} {'CPU':>8s} {'x floor':>8s}")
-    floor_wall, floor_cpu = (statistics.median(figures[f"floor {what}"]) for what in ("wall", "cpu"))
+    print(f"  {'':10s} {'wall':>8s} {'x floor':>8s} {'x floor+':>9s} {'CPU':>8s} {'x floor':>8s} {'x floor+':>9s}")
+    medians = {name: statistics.median(values) for name, values in figures.items()}
     for name in VARIANTS:
-        wall, cpu = (statistics.median(figures[f"{name} {what}"]) for what in ("wall", "cpu"))
-        print(f"  {name:10s} {wall * 1000:8.2f} {wall / floor_wall:7.2f}x {cpu * 1000:8.2f} {cpu / floor_cpu:7.2f}x")
+        cells = []
+        for what in ("wall", "cpu"):
+            value = medians[f"{name} {what}"]
+            cells.append(
+                f"{value * 1000:8.2f} {value / medians[f'floor {what}']:7.2f}x"
+                f" {value / medians[f'floor+ {what}']:8.2f}x"
+            )
+        print(f"  {name:10s} {' '.join(cells)}")
     print("  (CPU is this process's, every thread: steadier than wall on a machine that also runs the server)")
 
 
