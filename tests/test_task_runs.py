@@ -2,6 +2,7 @@
 own log lines, read back from the real server; and the run's step table (``Steps.entries``)."""
 
 import re
+import time
 
 import anyio
 import pytest
@@ -276,3 +277,21 @@ async def _lines(run: TaskRun) -> list[str]:
     async with get_client() as client:
         found = await client.read_logs(log_filter=LogFilter(task_run_id=LogFilterTaskRunId(any_=[run.id])))
     return [log.message for log in sorted(found, key=lambda log: log.timestamp)]
+
+
+async def test_a_call_that_blocks_the_event_loop_past_the_announcement_still_shows_its_arguments(session_id):
+    """The announcement's timer is due when the call returns, but the loop never got to run
+    it: the one line must still carry the arguments."""
+
+    @tool
+    async def blocking(city: str) -> str:
+        """Blocks the event loop (a common mistake in an async tool)."""
+        time.sleep(ANNOUNCED_AFTER + 0.2)
+        return f"rain in {city}"
+
+    model = ScriptedModel([calls(("blocking", {"city": "Oslo"})), "done"])
+    async with await Toolkit.load(tools=[blocking]) as toolkit:
+        result = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+    assert result.status == "completed", result.error
+    named = by_name(await task_runs(result.flow_run_id, expected=3))
+    assert await task_run_logs(named["tool-0-blocking"]) == ['arguments: {"city": "Oslo"} · result: rain in Oslo']
