@@ -79,6 +79,21 @@ class PrefectServer:
         database = tree_cpu(self.database.pid) if self.database is not None else 0.0
         return tree_cpu(self.process.pid), database
 
+    async def quiet(self, longest: float) -> float:
+        """Wait until the server's CPU stays under 10 % for half a second (it has worked off
+        what it was recording; its idle services tick above 3 %), at most ``longest``
+        seconds; the seconds waited, in half-second steps."""
+        import anyio
+
+        waited = 0.0
+        while waited < longest:
+            before = self.cpu()[0]
+            await anyio.sleep(0.5)
+            waited += 0.5
+            if self.cpu()[0] - before < 0.05:
+                break
+        return waited
+
 
 def prefect_server(backend: str, root: Path, stack: ExitStack) -> PrefectServer:
     """``prefect server start`` on a free loopback port with its own PREFECT_HOME in ``root``,

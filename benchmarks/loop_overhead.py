@@ -309,14 +309,7 @@ async def measure(run: Callable[[], Awaitable[None]], idle: float, server: Prefe
     ended = time.perf_counter()
     cpu_run = time.process_time() - cpu
     await anyio.sleep(idle)
-    settle = 0.0
-    if server is not None:  # until the server has worked off the run (its CPU under 10 %)
-        while settle < SETTLE_MAX:
-            before = server.cpu()[0]
-            await anyio.sleep(0.5)
-            settle += 0.5
-            if server.cpu()[0] - before < 0.05:
-                break
+    settle = await server.quiet(SETTLE_MAX) if server is not None else 0.0
     idle_cpu = time.process_time() - cpu - cpu_run
     server_cpu = server.cpu()[0] - server_before if server is not None else None
     first, last = MARKS.get("first"), MARKS.get("last")

@@ -34,27 +34,17 @@ from _servers import PrefectServer, this_process_on_a_new_server
 from loop_overhead import Floor, Nexusflow, drain, load, measure
 
 CONTENDERS = ("floor", "nexusflow", "floor, quiet", "nexusflow, quiet")
-QUIET_CPU = 0.10
-"""The server's CPU share under which it counts as quiet (its services tick when idle)."""
 QUIET_MAX = 60.0
 
 
 async def bench(lengths: list[int], repeats: int, idle: float, server: PrefectServer) -> dict[tuple[str, int], list]:
     """(contender, turns) -> (end in s, seconds the quiet wait took) per repetition."""
-    import anyio
-
     from nexusflow import Toolkit, tool
 
     waited: list[float] = []
 
     async def quiet() -> None:
-        started = time.perf_counter()
-        while time.perf_counter() - started < QUIET_MAX:
-            before = server.cpu()[0]
-            await anyio.sleep(0.5)
-            if server.cpu()[0] - before < QUIET_CPU * 0.5:
-                break
-        waited.append(time.perf_counter() - started)
+        waited.append(await server.quiet(QUIET_MAX))
 
     @tool
     async def noop(step: int) -> int:

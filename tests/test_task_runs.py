@@ -8,8 +8,6 @@ import anyio
 import pytest
 from prefect import get_client
 from prefect.client.schemas.filters import (
-    LogFilter,
-    LogFilterTaskRunId,
     TaskRunFilter,
     TaskRunFilterFlowRunId,
     TaskRunFilterName,
@@ -23,7 +21,7 @@ from nexusflow._secrets import register
 from nexusflow.flows.steps import Steps
 from nexusflow.tasks.tool_call import ANNOUNCED_AFTER
 
-from helpers.prefect_api import by_name, task_run_logs, task_runs
+from helpers.prefect_api import by_name, task_run_log_lines, task_run_logs, task_runs
 
 pytestmark = pytest.mark.anyio
 
@@ -258,7 +256,7 @@ async def test_a_slow_call_shows_its_arguments_while_it_runs_and_its_result_afte
             )
             async with get_client() as client:
                 (running,) = await client.read_task_runs(task_run_filter=this_run)
-            if lines := await _lines(running):
+            if lines := await task_run_log_lines(running):
                 seen.append(lines)
         return f"sunny in {city}"
 
@@ -271,12 +269,6 @@ async def test_a_slow_call_shows_its_arguments_while_it_runs_and_its_result_afte
     named = by_name(await task_runs(result.flow_run_id, expected=4))
     assert await task_run_logs(named["tool-0-slow"]) == ['arguments: {"city": "Oslo"}', "result: sunny in Oslo"]
     assert await task_run_logs(named["tool-0-lookup"]) == ['arguments: {"key": "k1"} · result: value-of-k1']
-
-
-async def _lines(run: TaskRun) -> list[str]:
-    async with get_client() as client:
-        found = await client.read_logs(log_filter=LogFilter(task_run_id=LogFilterTaskRunId(any_=[run.id])))
-    return [log.message for log in sorted(found, key=lambda log: log.timestamp)]
 
 
 async def test_a_call_that_blocks_the_event_loop_past_the_announcement_still_shows_its_arguments(session_id):

@@ -3,9 +3,8 @@
 Its task run's page shows the call: one log line with its arguments and its result (a call
 still running after ``ANNOUNCED_AFTER`` seconds logs its arguments then, and its result on a
 second line), and a state named ``ToolError`` or ``AwaitingAnswer`` for a call that failed or
-suspended. Both are
-Completed-type states: the model reads the error and the run goes on, and the record is
-stored under the call's key like any other, so a resumed run replays it."""
+suspended. Both are Completed-type states: the model reads the error and the run goes on,
+and the record is stored under the call's key like any other, so a resumed run replays it."""
 
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ from .stored import note_unstored
 
 ANNOUNCED_AFTER = 1.0
 """Seconds after which a running call's page shows its arguments. A log line costs a turn
-about 0.7 ms on its way to Prefect's API (``benchmarks/turn_costs.py``), so a quick call logs
+about 0.7-0.9 ms on its way to Prefect's API (``benchmarks/turn_costs.py``), so a quick call logs
 one line: arguments and result together."""
 
 
@@ -134,10 +133,11 @@ async def tool_call(
     await synced(session_id)
     logger = get_run_logger()
     arguments = f"arguments: {shown(call.arguments)}"
-    said: list[str] = []
+    said = False
 
     def announce() -> None:
-        said.append(arguments)
+        nonlocal said
+        said = True
         logger.info("%s", arguments)
 
     announced = asyncio.get_running_loop().call_later(ANNOUNCED_AFTER, announce)

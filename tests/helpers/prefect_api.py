@@ -48,18 +48,23 @@ def by_name(runs: list[TaskRun]) -> dict[str, TaskRun]:
     return named
 
 
+async def task_run_log_lines(run: TaskRun) -> list[str]:
+    """The task run's log lines on the server now, in order (more may be on their way)."""
+    task_run = LogFilter(task_run_id=LogFilterTaskRunId(any_=[UUID(str(run.id))]))
+    async with get_client() as client:
+        found = await client.read_logs(log_filter=task_run)
+    return [log.message for log in sorted(found, key=lambda log: log.timestamp)]
+
+
 async def task_run_logs(run: TaskRun, timeout: float = 30) -> list[str]:
     """The task run's own log lines, without Prefect's last one (``Finished in state ...``),
     which says they are all there: logs reach the server in batches, a moment later."""
     deadline = time.monotonic() + timeout
-    task_run = LogFilter(task_run_id=LogFilterTaskRunId(any_=[UUID(str(run.id))]))
-    async with get_client() as client:
-        while True:
-            found = sorted(await client.read_logs(log_filter=task_run), key=lambda log: log.timestamp)
-            lines = [log.message for log in found]
-            if any(line.startswith("Finished in state") for line in lines) or time.monotonic() > deadline:
-                return [line for line in lines if not line.startswith("Finished in state")]
-            await anyio.sleep(0.5)
+    while True:
+        lines = await task_run_log_lines(run)
+        if any(line.startswith("Finished in state") for line in lines) or time.monotonic() > deadline:
+            return [line for line in lines if not line.startswith("Finished in state")]
+        await anyio.sleep(0.5)
 
 
 async def flow_run_logs(flow_run_id: str, needle: str, timeout: float = 30) -> list[tuple[int, str]]:
