@@ -213,6 +213,32 @@ class SessionBusyError(NexusflowError):
         super().__init__(f'session: "{session_id}" is already running (flow run {flow_run_id})')
 
 
+class SessionLockError(NexusflowError):
+    """A session whose lock stays held by a run that neither beats nor lets go: a take-over
+    ends here, within a bound, instead of waiting for ever."""
+
+    def __init__(self, session_id: str, lock: str, seconds: float) -> None:
+        self.session_id = session_id
+        self.lock = lock
+        super().__init__(
+            f'session: "{session_id}" could not be taken over within {seconds:.0f}s: its lock (the Prefect'
+            f" concurrency limit {lock}) stays held by a run that does not beat; if no run of this session is"
+            f" alive, delete the lock (prefect gcl delete {lock}) and run it again"
+        )
+
+
+class SessionTakenOverError(NexusflowError):
+    """This run stopped beating for longer than a contender waits, and the session was taken
+    over: it stops at once rather than run beside the new holder."""
+
+    def __init__(self, session_id: str, seconds: float) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f'session: "{session_id}" was taken over by another run while this one stood still for {seconds:.0f}s'
+            " (no heartbeat): this run stops; the session goes on in the other"
+        )
+
+
 class PrefectApiError(NexusflowError):
     """The Prefect API failed even after retries (a 5xx, a locked database, no connection)."""
 

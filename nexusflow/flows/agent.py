@@ -17,7 +17,15 @@ from .._retry import is_transient
 from .._runtime import current_pending
 from .._secrets import redact
 from .._storage import step_storage, synced
-from ..errors import NexusflowError, PrefectApiError, StorageError, TransientError, describe, unwrap
+from ..errors import (
+    NexusflowError,
+    PrefectApiError,
+    SessionTakenOverError,
+    StorageError,
+    TransientError,
+    describe,
+    unwrap,
+)
 from ..memory import SessionRecord, read_inputs
 from ..messages import Answer, ModelRequest, RunResult, ToolCall
 from ..suspension import Suspended
@@ -106,11 +114,14 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         record, replayed = await call(step, index, tool)
         return await settle(step, index, tool, record, replayed)
 
+    holding = False  # the session's artifacts are the holder's: a refused run must not replace them
+
     async def ended(outcome: RunResult) -> None:
         """The run's artifacts and event, whichever way it ended."""
-        async with anyio.create_task_group() as group:
-            group.start_soon(publish, outcome, steps.entries)
-            group.start_soon(progress.finish, outcome)
+        if holding:
+            async with anyio.create_task_group() as group:
+                group.start_soon(publish, outcome, steps.entries)
+                group.start_soon(progress.finish, outcome)
         notify.run_ended(outcome)
 
     async def remember(kind: str, inputs: dict[str, object], produce: Callable[[], Awaitable[str]]) -> tuple[str, bool]:
@@ -124,6 +135,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     publishing: asyncio.Task[None] | None = None
     try:
         async with session_lease(session_id, run_id):
+            holding = True
             record = await _inputs(session_id, inputs, prompt)
             state.messages = opening_messages(
                 record.prompt, options.system_prompt, toolkit.instructions, record.history
@@ -162,6 +174,8 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         if publishing is not None:  # the lease's release failed: the run ends failed instead
             publishing.cancel()
         waiting = unwrap(exc)
+        if isinstance(waiting, SessionTakenOverError):
+            holding = False
         try:
             await synced(session_id, ending=True)
         except StorageError as unsynced:  # the run ends as it was going to; a resume runs that step again

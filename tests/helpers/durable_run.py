@@ -5,8 +5,11 @@ once, turn 2 answers with every tool result. Every model turn and every side eff
 appended to files under ``LOG_DIR`` so a test can count them across processes.
 
 ``--kill-after K`` SIGKILLs this process right after the K-th step record is stored (the
-rename that makes it visible has happened); ``--hold S`` makes ``charge`` sleep S seconds
-(to keep a run alive while another process starts the same session).
+rename that makes it visible has happened), with its process group when it leads one (an
+embedded Prefect server, its child, dies with it, as under a terminal's or a service
+manager's kill); ``--hold S`` makes ``charge`` sleep S seconds,
+``--hold-until PATH`` makes it wait until PATH exists (to keep a run alive while another
+process starts the same session).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ parser.add_argument("session")
 parser.add_argument("log_dir", type=Path)
 parser.add_argument("--kill-after", type=int, default=0)
 parser.add_argument("--hold", type=float, default=0.0)
+parser.add_argument("--hold-until", type=Path)
 parser.add_argument("--prompt", default="pay")
 args = parser.parse_args()
 
@@ -52,6 +56,8 @@ if args.kill_after:
                 stored += 1
                 record("stored", "/".join([*path.parts[-3:-1], path.name.split("-")[0]]))
                 if stored == args.kill_after:
+                    if os.getpgid(0) == os.getpid():
+                        os.killpg(0, signal.SIGKILL)
                     os.kill(os.getpid(), signal.SIGKILL)
 
     def write_then_maybe_die(path: Path, content: bytes) -> None:
@@ -72,6 +78,11 @@ def charge(amount: int) -> str:
     """A side effect that must happen once."""
     if args.hold:
         time.sleep(args.hold)
+    if args.hold_until:
+        record("holding", str(amount))
+        deadline = time.monotonic() + 300
+        while not args.hold_until.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
     record("charges", str(amount))
     return f"charged {amount}"
 
