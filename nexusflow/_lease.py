@@ -129,12 +129,63 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
         await anyio.sleep(BEAT_SECONDS / 2)
 
 
+class SessionLease:
+    """The session as its holder holds it: ``check`` before each step stops a run that lost
+    its lock while it stood still, before that step starts."""
+
+    def __init__(self, client: PrefectClient, storage: WritableFileSystem, heartbeat: Heartbeat) -> None:
+        self.client = client
+        self.storage = storage
+        self.heartbeat = heartbeat
+        self.last = time.monotonic()
+        """When the last beat that was stored began."""
+        self.lost: float | None = None
+        """How long the run stood still, once it is known to have lost its lock."""
+
+    async def check(self) -> None:
+        """A contender takes over only after ``STALE_AFTER`` seconds without a beat, so a
+        holder that beat more recently than that cannot have lost its lock; after a longer
+        gap (a frozen process, a blocked event loop, storage that failed) it asks the server."""
+        if self.lost is None:
+            gap = time.monotonic() - self.last
+            if gap > STALE_AFTER / 2 and not await self._still_ours():
+                self.lost = gap
+        if self.lost is not None:
+            raise SessionTakenOverError(self.heartbeat.session_id, self.lost)
+
+    async def _still_ours(self) -> bool:
+        try:
+            held = await _held(self.client, lock_name(self.heartbeat.session_id))
+        except Exception as exc:
+            logger.warning('session "%s": could not check its lock: %s', self.heartbeat.session_id, exc)
+            return True
+        return held is not None and str(held.id) == self.heartbeat.lock_id
+
+    async def beat(self, stop: anyio.CancelScope) -> None:
+        """Beat until cancelled; a lost lock cancels the run (it may be inside a long step)."""
+        while True:
+            await anyio.sleep(BEAT_SECONDS)
+            began = time.monotonic()
+            try:
+                await self.check()
+            except SessionTakenOverError:
+                stop.cancel()
+                return
+            beat = self.heartbeat.model_copy(update={"beat": self.heartbeat.beat + 1})
+            try:
+                await write_record(beat, *_where(beat.session_id), storage=self.storage)
+            except Exception as exc:
+                logger.warning('session "%s": could not beat its lease: %s', beat.session_id, exc)
+            else:
+                self.heartbeat, self.last = beat, began
+
+
 @asynccontextmanager
-async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[None]:
+async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[SessionLease]:
     """Hold the session for the body; beat while it runs; let go on every way out. The
     beat is a plain background task, not a task group: a group would wrap what the body
-    raises, and Prefect must see its own suspension exception as it is. A holder that
-    finds it was taken over (it stood still past ``STALE_AFTER``) is cancelled and raises
+    raises, and Prefect must see its own suspension exception as it is. A holder that lost
+    its lock (it stood still past ``STALE_AFTER`` and was taken over) raises
     ``SessionTakenOverError``: two runs of one session never go on side by side."""
     storage = await step_storage()
     async with get_client() as client:
@@ -142,16 +193,17 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[None
         try:
             first = Heartbeat(session_id=session_id, flow_run_id=flow_run_id, lock_id=str(lock_id), beat=0)
             await write_record(first, *_where(session_id), storage=storage)
+            lease = SessionLease(client, storage, first)
             with anyio.CancelScope() as stopped:
-                beating = asyncio.create_task(_beat(client, storage, first, stopped))
+                beating = asyncio.create_task(lease.beat(stopped))
                 try:
-                    yield
+                    yield lease
                 finally:
                     beating.cancel()
                     with anyio.CancelScope(shield=True):
-                        (still,) = await asyncio.gather(beating, return_exceptions=True)
-            if stopped.cancelled_caught and isinstance(still, float):
-                raise SessionTakenOverError(session_id, still)
+                        await asyncio.gather(beating, return_exceptions=True)
+            if stopped.cancelled_caught and lease.lost is not None:
+                raise SessionTakenOverError(session_id, lease.lost)
         finally:
             with anyio.CancelScope(shield=True):
                 await _delete(client, lock_id)
@@ -159,34 +211,3 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[None
 
 def _where(session_id: str) -> tuple[str, str, str]:
     return ("sessions", session_id, "lease.json")
-
-
-async def _beat(
-    client: PrefectClient, storage: WritableFileSystem, heartbeat: Heartbeat, stop: anyio.CancelScope
-) -> float:
-    """Beat until cancelled. A contender takes over only after ``STALE_AFTER`` seconds
-    without a beat, so a holder that beat more recently than that cannot have lost its
-    lock; after a longer gap (a frozen process, a blocked event loop, storage that failed)
-    it asks the server, and if the lock is gone it cancels the run and returns the gap."""
-    session = heartbeat.session_id
-    name = lock_name(session)
-    last = time.monotonic()  # when the last beat that was stored began
-    while True:
-        await anyio.sleep(BEAT_SECONDS)
-        began = time.monotonic()
-        if began - last > STALE_AFTER / 2:
-            try:
-                held = await _held(client, name)
-            except Exception as exc:
-                logger.warning('session "%s": could not check its lock: %s', session, exc)
-            else:
-                if held is None or str(held.id) != heartbeat.lock_id:
-                    stop.cancel()
-                    return began - last
-        heartbeat = heartbeat.model_copy(update={"beat": heartbeat.beat + 1})
-        try:
-            await write_record(heartbeat, *_where(session), storage=storage)
-        except Exception as exc:
-            logger.warning('session "%s": could not beat its lease: %s', session, exc)
-        else:
-            last = began

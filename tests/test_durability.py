@@ -47,35 +47,7 @@ def lines(path: Path) -> list[str]:
 EXPECTED = "done: charged 1, notified ops, charged 100, audited ok"
 
 
-# 1. One live run per session.
-
-
-def test_the_same_session_started_twice_at_once_runs_each_step_once(tmp_path, session_id):
-    first = child(session_id, str(tmp_path), "--hold", "12")
-    time.sleep(4)  # the first holds the session, inside its first charge
-    second = child(session_id, str(tmp_path))
-    code2, refused, err2 = finish(second)
-    code1, done, err1 = finish(first)
-    assert code1 == 0 and code2 == 0, err1[-2000:] + err2[-2000:]
-    assert done is not None and done.status == "completed" and done.text == EXPECTED
-    assert refused is not None and refused.status == "failed"
-    assert refused.error is not None and refused.error.startswith(f'session: "{session_id}" is already running')
-    assert done.flow_run_id is not None and done.flow_run_id in refused.error
-    assert lines(tmp_path / "charges") == ["1", "100"], "no side effect happened twice"
-    assert lines(tmp_path / "model_turns") == ["0", "1", "2"]
-
-
-def test_a_crashed_holder_does_not_block_a_resume(tmp_path, session_id):
-    """SIGKILL leaves the run Running on the server and its lease unreleased; the resume
-    sees the holder stopped beating and takes the session over."""
-    code, _, _ = finish(child(session_id, str(tmp_path), "--kill-after", "2"))
-    assert code == -signal.SIGKILL
-    started = time.monotonic()
-    code, result, err = finish(child(session_id, str(tmp_path)))
-    assert code == 0, err[-3000:]
-    assert result is not None and result.status == "completed" and result.text == EXPECTED
-    assert time.monotonic() - started < 60
-    assert lines(tmp_path / "model_turns") == ["0", "1", "2"]
+# 1. One live run per session: tests/test_server_places.py and tests/test_session_lock.py.
 
 
 # Kill at every step: each step's record is stored, then the process dies.

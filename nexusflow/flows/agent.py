@@ -86,6 +86,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         )
 
     async def turn(step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
+        await lease.check()
         record, replayed = await steps.turn(step, request)
         if replayed:  # a live turn logs what it decided in its own task run
             calls = ", ".join(call.name for call in record.reply.tool_calls)
@@ -95,6 +96,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
 
     async def call(step: int, index: int, tool: ToolCall, answer: Answer | None = None) -> tuple[ToolRecord, bool]:
         """A call (or, with ``answer``, its approved run): a live one that fails is announced."""
+        await lease.check()
         record, replayed = await steps.tool(step, index, tool, answer)
         if record.result.is_error and not replayed:
             notify.tool_failed(session_id, run_id, step, tool, record.result.content)
@@ -134,7 +136,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
 
     publishing: asyncio.Task[None] | None = None
     try:
-        async with session_lease(session_id, run_id):
+        async with session_lease(session_id, run_id) as lease:
             holding = True
             record = await _inputs(session_id, inputs, prompt)
             state.messages = opening_messages(

@@ -1,0 +1,154 @@
+"""The session lock (``nexusflow._lease``) against a real server: nothing of it outlives a
+run, a lock left by nexusflow's earlier leases is taken over, a take-over that cannot
+succeed ends with its pinned error, and a holder that lost its lock stops. Crashes and
+races across processes and servers are in ``test_server_places.py``."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+from prefect.exceptions import ObjectNotFound
+
+import nexusflow._lease as lease
+from nexusflow import ModelRequest, Toolkit, create_in_process_client, tool
+from nexusflow._storage import write_record
+
+pytestmark = pytest.mark.anyio
+
+
+async def lock_of(session_id: str) -> uuid.UUID | None:
+    async with get_client() as client:
+        try:
+            return (await client.read_global_concurrency_limit_by_name(lease.lock_name(session_id))).id
+        except ObjectNotFound:
+            return None
+
+
+async def make_lock(session_id: str, active_slots: int = 1) -> uuid.UUID:
+    async with get_client() as client:
+        return await client.create_global_concurrency_limit(
+            GlobalConcurrencyLimitCreate(name=lease.lock_name(session_id), limit=1, active_slots=active_slots)
+        )
+
+
+def answer(request: ModelRequest) -> str:
+    return "done"
+
+
+async def test_a_finished_run_and_a_pending_run_leave_no_lock(session_id):
+    from nexusflow import suspend
+
+    @tool
+    def ask() -> str:
+        """Ask a person."""
+        return suspend("May I?")
+
+    def model(request: ModelRequest):
+        return {"tool_calls": [{"name": "ask", "arguments": {}}]}
+
+    done = await create_in_process_client(answer).run("go", session_id=session_id)
+    assert done.status == "completed" and await lock_of(session_id) is None
+    async with await Toolkit.load(tools=[ask]) as toolkit:
+        waiting = await create_in_process_client(model).run("go", toolkit, session_id=f"{session_id}-p")
+    assert waiting.status == "pending" and await lock_of(f"{session_id}-p") is None
+
+
+async def test_a_free_limit_left_by_earlier_leases_is_taken_at_once(session_id):
+    """nexusflow 0.1 left a one-slot limit of the same name per session, its slot free."""
+    await make_lock(session_id, active_slots=0)
+    started = time.monotonic()
+    result = await create_in_process_client(answer).run("go", session_id=session_id)
+    assert result.status == "completed", result.error
+    assert time.monotonic() - started < lease.STALE_AFTER
+    assert await lock_of(session_id) is None
+
+
+async def test_an_orphaned_slot_of_earlier_leases_is_taken_over_once_its_beat_is_stale(session_id, monkeypatch):
+    """Its slot taken for ever (the lease was lost with the server's memory), its beat record
+    in the old form, without a lock id."""
+    monkeypatch.setattr(lease, "STALE_AFTER", 1.0)
+
+    class OldHeartbeat(lease.BaseModel):
+        session_id: str
+        flow_run_id: str
+        lease_id: str
+        beat: int
+
+    await make_lock(session_id, active_slots=1)
+    old = OldHeartbeat(session_id=session_id, flow_run_id=str(uuid.uuid4()), lease_id=str(uuid.uuid4()), beat=7)
+    await write_record(old, "sessions", session_id, "lease.json")
+    result = await create_in_process_client(answer).run("go", session_id=session_id)
+    assert result.status == "completed", result.error
+    assert await lock_of(session_id) is None
+
+
+async def test_a_lock_that_keeps_coming_back_unbeaten_ends_the_take_over_with_the_pinned_error(session_id, monkeypatch):
+    """Each time the lock is deleted, something creates it again first and never beats (a
+    contender that crashes over and over, winning every race): the take-over gives up
+    within its bound, never loops. The race is won by wrapping the delete, the one way to
+    win it every time."""
+    monkeypatch.setattr(lease, "STALE_AFTER", 0.5)
+    monkeypatch.setattr(lease, "GIVE_UP_AFTER", 3.0)
+    name = lease.lock_name(session_id)
+    deleted = lease._delete
+
+    async def delete_then_someone_recreates(client, lock_id):
+        gone = await deleted(client, lock_id)
+        await make_lock(session_id)
+        return gone
+
+    monkeypatch.setattr(lease, "_delete", delete_then_someone_recreates)
+    await make_lock(session_id)
+    started = time.monotonic()
+    result = await create_in_process_client(answer).run("go", session_id=session_id)
+    monkeypatch.undo()
+    assert result.status == "failed"
+    assert result.error == (
+        f'session: "{session_id}" could not be taken over within 3s: its lock (the Prefect concurrency limit'
+        f" {name}) stays held by a run that does not beat; if no run of this session is alive, delete the lock"
+        f" (prefect gcl delete {name}) and run it again"
+    )
+    assert time.monotonic() - started < 30
+    async with get_client() as client:
+        await client.delete_global_concurrency_limit_by_name(name)
+
+
+async def test_a_holder_that_stood_still_and_lost_its_lock_stops_before_its_next_turn(session_id, monkeypatch):
+    """The tool blocks the event loop (no beat) while another run deletes the lock and takes
+    the session: when it wakes, the run stops, the new holder's lock stays, and the model
+    is not asked again."""
+    monkeypatch.setattr(lease, "STALE_AFTER", 1.0)
+    asked: list[int] = []
+    taken: list[uuid.UUID] = []
+
+    @tool
+    async def stall() -> str:
+        """Stand still."""
+        with get_client(sync_client=True) as client:
+            mine = client.read_global_concurrency_limit_by_name(lease.lock_name(session_id)).id
+            client.delete_global_concurrency_limit_by_name(str(mine))
+            taken.append(
+                client.create_global_concurrency_limit(
+                    GlobalConcurrencyLimitCreate(name=lease.lock_name(session_id), limit=1, active_slots=1)
+                )
+            )
+        time.sleep(2)  # blocks the loop: no beat
+        return "stood still"
+
+    def model(request: ModelRequest):
+        asked.append(len(request.messages))
+        return {"tool_calls": [{"name": "stall", "arguments": {}}]} if len(asked) == 1 else "went on"
+
+    async with await Toolkit.load(tools=[stall]) as toolkit:
+        result = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.startswith(f'session: "{session_id}" was taken over by another run while this one stood still')
+    assert len(asked) == 1, "the run stopped before its next turn"
+    assert await lock_of(session_id) == taken[0], "the new holder's lock is left alone"
+    async with get_client() as client:
+        await client.delete_global_concurrency_limit_by_name(str(taken[0]))
