@@ -19,6 +19,7 @@ from prefect.utilities.asyncutils import run_coro_as_sync
 from ._position import child_session_id
 from ._retry import api_retrying, is_transient
 from ._runtime import PendingRun, pending_run
+from ._server import use_server
 from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
 from .errors import (
     NexusflowError,
@@ -174,6 +175,7 @@ class Client:
         ``output_type`` (default: the client's) is not stored with the session: pass the one
         the run started with, or its final answer is checked against another."""
         check_session_id(session_id)
+        use_server()
         state = await self._sessions.get(session_id)
         record = await read_inputs(session_id, state.inputs) if state is not None else None
         if state is None or record is None:
@@ -209,6 +211,7 @@ class Client:
         earlier messages come from the conversation store and the new ones are saved.
         ``output_type`` (default: the client's) is this exchange's, as for ``run``."""
         check_session_id(conversation_id)
+        use_server()
         history = await self._conversations.get(conversation_id)
         exchange = sum(message.role == "user" for message in history)
         record = SessionRecord(prompt=prompt, history=history, conversation_id=conversation_id)
@@ -253,6 +256,7 @@ class Client:
         output_type: object = None,
     ) -> RunResult:
         session_id = check_session_id(session_id) if session_id is not None else new_session_id()
+        use_server(say=True)
         if not subflow and FlowRunContext.get() is None:
             raise NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
         options = self.options if output_type is None else self.options.model_copy(update={"output_type": output_type})

@@ -1,13 +1,11 @@
 """The `nexusflow` command's edges, as a user meets them: a real process each time, its exit
 status, and stderr that is one line (never a traceback) when the command cannot go on."""
 
-import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,7 +15,7 @@ import uuid
 import pytest
 
 from conftest import HELPERS
-from helpers.servers import free_port
+from helpers.homes import new_user_environment
 
 ASKING_TOOLS = '''
 from nexusflow import tool
@@ -230,15 +228,6 @@ def test_show_prints_the_transcript_and_the_steps(asking, session_id):
         ]
 
 
-def new_user_environment(home: str) -> dict[str, str]:
-    """What a new user has: no API URL (the embedded server), no opt-out of telemetry, a
-    fresh PREFECT_HOME; a port of its own, so a server someone runs on 4200 is not found."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
-    env.pop("DO_NOT_TRACK", None)
-    env.update({"PREFECT_HOME": home, "PREFECT_SERVER_API_PORT": str(free_port())})
-    return env
-
-
 def test_a_new_users_demo_prints_no_traceback_and_no_error():
     with tempfile.TemporaryDirectory() as home:
         env = new_user_environment(home)
@@ -251,38 +240,6 @@ def test_a_new_users_demo_prints_no_traceback_and_no_error():
     command, link = hint
     assert shlex.split(command)[1:] == ["server"] and shutil.which(shlex.split(command)[0]), command
     assert link.startswith(f"http://127.0.0.1:{env['PREFECT_SERVER_API_PORT']}/runs/flow-run/")
-
-
-def test_the_demo_uses_a_server_that_nexusflow_server_started():
-    with tempfile.TemporaryDirectory() as home:
-        env = new_user_environment(home)
-        port = env["PREFECT_SERVER_API_PORT"]
-        server = subprocess.Popen(
-            [sys.executable, "-m", "nexusflow", "server"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            assert server.stdout is not None
-            assert server.stdout.readline() == f"export PREFECT_API_URL=http://127.0.0.1:{port}/api\n"
-            started = time.monotonic()
-            done = nexusflow("demo", env=env)
-            seconds = time.monotonic() - started
-            server.terminate()
-            status = server.wait(timeout=60)
-        finally:
-            with contextlib.suppress(ProcessLookupError):  # left over only if the test failed
-                os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"nexusflow: using the Prefect server running at http://127.0.0.1:{port}/api" in done.stderr
-    assert "Starting temporary server" not in done.stderr
-    assert f"See it in the Prefect UI: http://127.0.0.1:{port}/runs/flow-run/" in done.stderr
-    assert status == 0, "SIGTERM stops the server, passed on to it"
-    print(f"demo against a running server: {seconds:.1f}s")
 
 
 def test_an_acp_command_given_as_a_venv_interpreter_keeps_its_venv():

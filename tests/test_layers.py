@@ -29,6 +29,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "nexusflow._storage",
             "nexusflow._concurrency",
             "nexusflow._retry",
+            "nexusflow._server",
             "nexusflow.hooks",
             "nexusflow.limits",
             "nexusflow.policies",

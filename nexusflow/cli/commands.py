@@ -4,13 +4,10 @@ so everything here may import Prefect at once."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import sys
-import urllib.request
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -23,17 +20,10 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowR
 from prefect.client.schemas.objects import FlowRun
 from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
 from prefect.exceptions import ObjectNotFound
-from prefect.settings import (
-    PREFECT_API_URL,
-    PREFECT_SERVER_ANALYTICS_ENABLED,
-    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
-    Settings,
-    get_current_settings,
-    temporary_settings,
-)
-from prefect.settings.legacy import Setting
+from prefect.settings import get_current_settings
 
 from .._imports import import_output_type, import_tools
+from .._server import use_server
 from ..cli_client import create_cli_client
 from ..client import Client, check_session_id, create_in_process_client, new_session_id
 from ..errors import CliError, OutputError, SessionIdError, SubscriptionLimitError, ToolkitError, cli_not_found
@@ -59,38 +49,6 @@ def _style(_: type, tokens: Sequence[Token]) -> CliStyles:
 
 
 Style = Annotated[CliStyles, Parameter(converter=_style)]
-
-
-def _local_server(settings: Settings) -> str | None:
-    """The API of a Prefect server already running on this machine's default address, if one
-    answers at once (a closed port refuses in microseconds)."""
-    url = f"http://{settings.server.api.host}:{settings.server.api.port}/api"
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
-            return url if response.status == 200 else None
-    except OSError:
-        return None
-
-
-@contextmanager
-def _prefect() -> Iterator[None]:
-    """Prefect's settings for a command, each only where the user chose nothing. The
-    embedded server gets 90 s to start (20 s by default: too little on a busy two-core
-    machine) and no telemetry heartbeat (offline it logs an ERROR, and racing the first run
-    on a fresh database it prints a ``database is locked`` traceback). Without an API URL,
-    a server already running locally (``nexusflow server``) is used instead of starting the
-    embedded one: it answers at once and keeps the runs for its UI."""
-    defaults: dict[Setting, Any] = {}
-    if "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" not in os.environ:
-        defaults[PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS] = 90
-    if "PREFECT_SERVER_ANALYTICS_ENABLED" not in os.environ:
-        defaults[PREFECT_SERVER_ANALYTICS_ENABLED] = False
-    settings = get_current_settings()
-    if settings.api.url is None and (url := _local_server(settings)):
-        defaults[PREFECT_API_URL] = url
-        print(f"nexusflow: using the Prefect server running at {url}", file=sys.stderr)
-    with temporary_settings(defaults):
-        yield
 
 
 def command_name() -> str:
@@ -374,32 +332,32 @@ async def run(
     client = _client(invocation)
     session_id = _session_id(session) if session is not None else new_session_id()
     kit = _tools(tools or [])  # as typed, for messages; stored absolute
-    with _prefect():
-        await save_invocation(session_id, invocation)
-        async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
-            result = await client.run(prompt, toolkit, session_id=session_id)
-        return await _finish(result, client)
+    use_server()
+    await save_invocation(session_id, invocation)
+    async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
+        result = await client.run(prompt, toolkit, session_id=session_id)
+    return await _finish(result, client)
 
 
 async def _answer_session(session: str, given: dict[str, Any], ok: bool, data: Any, reason: str | None) -> int:
     """Go on with a pending session, on the invocation it was started with."""
-    with _prefect():
-        invocation = (await load_invocation(session) or Invocation()).over(given)
-        client = _client(invocation)
-        state = await SessionStore().get(session)
-        if state is None or state.pending is None:
-            raise UsageError(f'session "{session}" is not waiting for an answer')
-        kit = _tools(invocation.tools)
-        async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
-            needed = state.pending.tool
-            if needed is not None and toolkit.get(needed) is None:
-                raise UsageError(
-                    f'session "{session}" waits to run the tool "{needed}", which this toolkit lacks: '
-                    "give the --tools (--mcp, --skills) it was started with"
-                )
-            reply = Answer(id=state.pending.id, ok=ok, data=data, reason=reason)
-            result = await client.resume(session, reply, toolkit)
-        return await _finish(result, client)
+    use_server()
+    invocation = (await load_invocation(session) or Invocation()).over(given)
+    client = _client(invocation)
+    state = await SessionStore().get(session)
+    if state is None or state.pending is None:
+        raise UsageError(f'session "{session}" is not waiting for an answer')
+    kit = _tools(invocation.tools)
+    async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
+        needed = state.pending.tool
+        if needed is not None and toolkit.get(needed) is None:
+            raise UsageError(
+                f'session "{session}" waits to run the tool "{needed}", which this toolkit lacks: '
+                "give the --tools (--mcp, --skills) it was started with"
+            )
+        reply = Answer(id=state.pending.id, ok=ok, data=data, reason=reason)
+        result = await client.resume(session, reply, toolkit)
+    return await _finish(result, client)
 
 
 async def answer(
@@ -428,17 +386,17 @@ async def answer(
     except ValueError:
         raise UsageError(f"not a flow run id: {flow_run_id}") from None
     payload = _data(data)
-    with _prefect():
-        async with get_client() as client:
-            try:
-                state = (await client.read_flow_run(run_id)).state
-            except ObjectNotFound:
-                raise UsageError(f"no flow run {flow_run_id} on this Prefect server") from None
-        if state is None or not state.is_paused():
-            raise UsageError(
-                f"flow run {flow_run_id} is not waiting for an answer: it is {state.name if state else 'not started'}"
-            )
-        await answer_flow_run(flow_run_id, approve=approve, data=payload, reason=reason)
+    use_server()
+    async with get_client() as client:
+        try:
+            state = (await client.read_flow_run(run_id)).state
+        except ObjectNotFound:
+            raise UsageError(f"no flow run {flow_run_id} on this Prefect server") from None
+    if state is None or not state.is_paused():
+        raise UsageError(
+            f"flow run {flow_run_id} is not waiting for an answer: it is {state.name if state else 'not started'}"
+        )
+    await answer_flow_run(flow_run_id, approve=approve, data=payload, reason=reason)
     print(f"nexusflow: answered flow run {flow_run_id}: {'approved' if approve else 'denied'}", file=sys.stderr)
     return 0
 
@@ -456,10 +414,10 @@ async def demo(*, session: str | None = None) -> int:
     print(f"nexusflow demo: {PROMPT}", file=sys.stderr)
     client = create_in_process_client(demo_model())
     session_id = _session_id(session) if session is not None else None
-    with _prefect():
-        async with await Toolkit.load(tools=TOOLS) as toolkit:
-            result = await client.run(PROMPT, toolkit, session_id=session_id)
-        return await _finish(result, client)
+    use_server()
+    async with await Toolkit.load(tools=TOOLS) as toolkit:
+        result = await client.run(PROMPT, toolkit, session_id=session_id)
+    return await _finish(result, client)
 
 
 async def _runs_of(client: PrefectClient, run_id: str) -> list[FlowRun]:
@@ -480,24 +438,22 @@ async def show(run_id: str, /) -> int:
     run_id
         A session id, or a flow run id.
     """
-    with _prefect():
-        async with get_client() as client:
-            runs = await _runs_of(client, run_id)
-            if not runs:
-                raise UsageError(
-                    f'no run is known as "{run_id}" (a session id or a flow run id) on this Prefect server'
-                )
-            session = runs[-1].parameters.get("session_id") or f"job-{runs[-1].id}"
-            transcript = await Artifact.aget(artifact_key("transcript", str(session)), client=client)
-            print(transcript.data if transcript is not None else f"(no transcript for session {session})")
-            for flow_run in runs:
-                print(f"\nflow run {flow_run.name} ({flow_run.id}): {flow_run.state_name}")
-                steps = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
-                for task_run in await client.read_task_runs(
-                    flow_run_filter=steps, sort=TaskRunSort.EXPECTED_START_TIME_ASC
-                ):
-                    seconds = task_run.total_run_time.total_seconds()
-                    print(f"  {task_run.name:<40} {task_run.state_name or '':<16} {seconds:8.2f}s")
+    use_server()
+    async with get_client() as client:
+        runs = await _runs_of(client, run_id)
+        if not runs:
+            raise UsageError(f'no run is known as "{run_id}" (a session id or a flow run id) on this Prefect server')
+        session = runs[-1].parameters.get("session_id") or f"job-{runs[-1].id}"
+        transcript = await Artifact.aget(artifact_key("transcript", str(session)), client=client)
+        print(transcript.data if transcript is not None else f"(no transcript for session {session})")
+        for flow_run in runs:
+            print(f"\nflow run {flow_run.name} ({flow_run.id}): {flow_run.state_name}")
+            steps = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))
+            for task_run in await client.read_task_runs(
+                flow_run_filter=steps, sort=TaskRunSort.EXPECTED_START_TIME_ASC
+            ):
+                seconds = task_run.total_run_time.total_seconds()
+                print(f"  {task_run.name:<40} {task_run.state_name or '':<16} {seconds:8.2f}s")
     return 0
 
 
@@ -549,11 +505,11 @@ async def styles_verify(
         f"{style.value}: {command} — {version_of(command)}"
         f" (style verified with {chosen.verified}{f'; acp {chosen.acp.verified}' if chosen.acp else ''})"
     )
-    with _prefect():
-        checks = await verify_one_shot(style, command, model=model, timeout=timeout)
-        launch = chosen.acp
-        if launch is not None and (not launch.adapter or acp_command):
-            checks += await verify_acp(style, command, acp_command=acp_command, model=model, timeout=timeout)
+    use_server()
+    checks = await verify_one_shot(style, command, model=model, timeout=timeout)
+    launch = chosen.acp
+    if launch is not None and (not launch.adapter or acp_command):
+        checks += await verify_acp(style, command, acp_command=acp_command, model=model, timeout=timeout)
     for check in checks:
         timing = f" ({check.seconds:.1f}s)" if check.seconds else ""
         print(f"{'PASS' if check.ok else 'FAIL'}  {check.name}{timing}: {check.detail}")

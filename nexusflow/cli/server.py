@@ -1,5 +1,6 @@
 """``nexusflow server``: a local Prefect server in the foreground, for the UI and for every
-later command (they find it on its default address and stop starting one of their own)."""
+later run of this ``PREFECT_HOME``, from the command or from Python: it records itself in the
+home while it runs (``nexusflow._server``), and they use it instead of starting their own."""
 
 from __future__ import annotations
 
@@ -9,11 +10,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 from types import FrameType
 
 from prefect.settings import get_current_settings
 
-from . import EXIT_FAILED
+from .._server import ServerRecord, recorded_server, remove_server_record, write_server_record
+from . import EXIT_FAILED, UsageError
+
+LEASES = "prefect.server.concurrency.lease_storage.filesystem"
+"""Where the server keeps concurrency leases unless told otherwise: in its home, so a
+restart keeps the subscription and tool limits' leases (in memory, the default, a restart
+loses them and their slots stay taken)."""
 
 
 def _healthy(url: str) -> bool:
@@ -26,7 +34,8 @@ def _healthy(url: str) -> bool:
 
 def server(*, host: str | None = None, port: int | None = None) -> int:
     """Start a local Prefect server in the foreground (Ctrl-C stops it) and print the
-    PREFECT_API_URL to export; telemetry is off unless PREFECT_SERVER_ANALYTICS_ENABLED says.
+    PREFECT_API_URL it serves; later runs of this PREFECT_HOME use it without being told.
+    Telemetry is off unless PREFECT_SERVER_ANALYTICS_ENABLED says.
 
     Parameters
     ----------
@@ -35,10 +44,18 @@ def server(*, host: str | None = None, port: int | None = None) -> int:
     port
         Port to listen on (default: Prefect's, 4200).
     """
-    settings = get_current_settings().server.api
-    host, port = host or settings.host, port or settings.port
+    settings = get_current_settings()
+    home = Path(settings.home)
+    running = recorded_server(home)
+    if running is not None:
+        raise UsageError(f"a server for {home} is already running at {running}")
+    host, port = host or settings.server.api.host, port or settings.server.api.port
     url = f"http://{host}:{port}/api"
-    environment = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ}
+    environment = {
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": LEASES,
+        **os.environ,
+    }
     command = [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)]
     # Prefect's banner and logs are progress: stderr. Stdout carries only the line to export.
     process = subprocess.Popen(command, env=environment, stdout=sys.stderr)
@@ -50,13 +67,17 @@ def server(*, host: str | None = None, port: int | None = None) -> int:
         process.send_signal(signum)
 
     signal.signal(signal.SIGTERM, stop)
-    while process.poll() is None and not _healthy(url):
-        time.sleep(0.3)
-    if process.poll() is None:
-        print(f"export PREFECT_API_URL={url}", flush=True)
     try:
-        status = process.wait()
-    except KeyboardInterrupt:  # the terminal's Ctrl-C reached the server too
-        stopped.append(signal.SIGINT)
-        status = process.wait()
+        while process.poll() is None and not _healthy(url):
+            time.sleep(0.3)
+        if process.poll() is None:
+            write_server_record(ServerRecord(url=url, pid=process.pid, home=str(home)))
+            print(f"export PREFECT_API_URL={url}", flush=True)
+        try:
+            status = process.wait()
+        except KeyboardInterrupt:  # the terminal's Ctrl-C reached the server too
+            stopped.append(signal.SIGINT)
+            status = process.wait()
+    finally:
+        remove_server_record(home, process.pid)
     return 0 if stopped or status == 0 else EXIT_FAILED

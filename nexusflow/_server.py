@@ -1,0 +1,170 @@
+"""Which Prefect server a process uses: one rule, for the command and for Python programs.
+
+1. The API that Prefect's settings name (``PREFECT_API_URL``, in the environment, a profile
+   or a ``prefect.toml``), when they name one.
+2. Else the server that ``nexusflow server`` started for this ``PREFECT_HOME``: it records
+   itself in that home (``nexusflow-server.json``), and is used only while it runs and says
+   it serves that very home, so another home's server is never used.
+3. Else Prefect's embedded server: a temporary server of this process on the home's database.
+
+The choice is made once per process, at the first run, and said once in the log. Where the
+user chose nothing, the embedded server also gets the settings that keep it quiet and
+patient offline: no telemetry (offline it logs an ERROR at every start) and 90 s to start
+(the 20 s default is too little on a busy two-core machine: a second server then starts on
+the same port and fails with a traceback).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import httpx
+from pydantic import BaseModel
+
+from ._secrets import get_logger
+
+logger = get_logger("nexusflow.server")
+if logger.level == logging.NOTSET:
+    logger.setLevel(logging.INFO)  # the one line that says which server: shown, as Prefect's own INFO lines are
+
+RECORD = "nexusflow-server.json"
+
+QUIET: dict[str, tuple[str, str, str]] = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": ("server", "analytics_enabled", "false"),
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": ("server.ephemeral", "startup_timeout_seconds", "90"),
+}
+"""Environment variable -> (settings section, field, value) set where the user set nothing."""
+
+
+class ServerRecord(BaseModel):
+    """What ``nexusflow server`` writes in its home while it runs."""
+
+    url: str
+    pid: int
+    home: str
+
+
+class Choice(NamedTuple):
+    url: str | None
+    """The API used; None for the embedded server (its address is its own process's)."""
+    source: Literal["setting", "home", "embedded"]
+
+    def describe(self, home: Path) -> str:
+        if self.source == "setting":
+            return f"using the Prefect server at {self.url} (PREFECT_API_URL)"
+        if self.source == "home":
+            return f"using the Prefect server that `nexusflow server` runs for {home}: {self.url}"
+        return f"using an embedded Prefect server (a temporary server of this process) on {home}"
+
+
+def record_path(home: Path) -> Path:
+    return home / RECORD
+
+
+def write_server_record(record: ServerRecord) -> None:
+    path = record_path(Path(record.home))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".part")
+    temporary.write_text(record.model_dump_json())
+    os.replace(temporary, path)
+
+
+def remove_server_record(home: Path, pid: int) -> None:
+    """Only the record this very server wrote: a later server of the home may have its own."""
+    found = read_server_record(home)
+    if found is not None and found.pid == pid:
+        record_path(home).unlink(missing_ok=True)
+
+
+def read_server_record(home: Path) -> ServerRecord | None:
+    try:
+        return ServerRecord.model_validate_json(record_path(home).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recorded_server(home: Path) -> str | None:
+    """The API of the server recorded in ``home``, if its process lives and it answers that
+    it serves this home (a stale record's port may since serve another home)."""
+    record = read_server_record(home)
+    if record is None or not _alive(record.pid):
+        return None
+    try:
+        response = httpx.get(f"{record.url}/admin/settings", timeout=2)
+        served = Path(str(response.json().get("home", ""))).expanduser()
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    if response.status_code != 200 or served.resolve() != home.expanduser().resolve():
+        return None
+    return record.url
+
+
+def _embedded_running() -> bool:
+    """Whether this process already started Prefect's embedded server (then it stays on it).
+    Looked up without importing Prefect's server, which is heavy."""
+    module = sys.modules.get("prefect.server.api.server")
+    servers = getattr(getattr(module, "SubprocessASGIServer", None), "_instances", None)
+    return bool(servers)
+
+
+_chosen: Choice | None = None
+_said = False
+
+
+def use_server(*, say: bool = False) -> Choice:
+    """Apply the rule (once per process) and return the choice; with ``say`` (where a run
+    starts, not where a command may still refuse its input in one line), log it, once.
+    Outside any flow or task run only: a run inside a flow uses its flow's server."""
+    global _chosen, _said
+    if _chosen is not None:
+        if say and not _said:
+            _said = True
+            logger.info("%s", _chosen.describe(_home()))
+        return _chosen
+    from prefect.context import FlowRunContext, TaskRunContext, refresh_global_settings_context
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    if FlowRunContext.get() is not None or TaskRunContext.get() is not None:
+        return Choice(
+            str(settings.api.url) if settings.api.url else None, "setting" if settings.api.url else "embedded"
+        )
+    changed: dict[str, str] = {}
+    if settings.api.url:
+        choice = Choice(str(settings.api.url), "setting")
+    elif not _embedded_running() and (url := recorded_server(settings.home)):
+        choice = Choice(url, "home")
+        changed["PREFECT_API_URL"] = url
+    else:
+        choice = Choice(None, "embedded")
+        for variable, (section, field, value) in QUIET.items():
+            model = settings
+            for part in section.split("."):
+                model = getattr(model, part)
+            if field not in model.model_fields_set and variable not in os.environ:
+                changed[variable] = value
+    if changed:
+        os.environ.update(changed)  # inherited by the embedded server, which Prefect starts later
+        refresh_global_settings_context()
+    _chosen = choice
+    return use_server(say=say)
+
+
+def _home() -> Path:
+    from prefect.settings import get_current_settings
+
+    return Path(get_current_settings().home)
