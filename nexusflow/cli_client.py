@@ -8,6 +8,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
+from ._checks import build, refusal
 from .client import Client
 from .limits import SubscriptionLimit
 from .options import ClientOptions
@@ -66,21 +69,25 @@ def create_cli_client(
     limits across every worker, as for ``create_in_process_client``. Every other keyword is
     a client option.
     """
+    where = "create_cli_client"
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
     fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
-    factory = agent_cli_transport(
-        style,
-        command,
-        model,
-        transport=transport,
-        acp_command=acp_command,
-        timeout=timeout,
-        retry_on=retry_on,
-        env=env,
-        workspace=workspace,
-        cwd=cwd,
-        repair_budget=repair_budget,
-        max_output=max_output,
-        fields=fields,
-    )
-    return Client(factory, ClientOptions(model=model, subscription=subscription, **options))
+    try:
+        factory = agent_cli_transport(
+            style,
+            command,
+            model,
+            transport=transport,
+            acp_command=acp_command,
+            timeout=timeout,
+            retry_on=retry_on,
+            env=env,
+            workspace=workspace,
+            cwd=cwd,
+            repair_budget=repair_budget,
+            max_output=max_output,
+            fields=fields,
+        )
+    except ValidationError as exc:
+        raise refusal(where, exc, []) from None
+    return Client(factory, build(where, ClientOptions, model=model, subscription=subscription, **options))

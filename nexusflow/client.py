@@ -16,6 +16,7 @@ from prefect.transactions import CommitMode, atransaction, get_transaction
 from prefect.utilities.annotations import quote
 from prefect.utilities.asyncutils import run_coro_as_sync
 
+from ._checks import build, function, text, texts
 from ._position import child_session_id
 from ._retry import api_retrying, is_transient
 from ._runtime import PendingRun, pending_run
@@ -27,6 +28,7 @@ from .errors import (
     ResumeError,
     SessionIdError,
     StorageError,
+    argument_wrong,
     describe,
     unwrap,
 )
@@ -62,8 +64,9 @@ def exchange_session_id(conversation_id: str, exchange: int) -> str:
     return child_session_id(conversation_id, exchange)
 
 
-def check_session_id(session_id: str) -> str:
+def check_session_id(session_id: str, where: str = "run", argument: str = "session_id") -> str:
     """Session ids become storage paths, so they are checked before anything runs."""
+    text(where, argument, session_id)
     if not _SESSION_ID.match(session_id) or session_id in (".", ".."):
         raise SessionIdError(session_id)
     return session_id
@@ -80,6 +83,11 @@ async def _committed_as_they_finish() -> AsyncIterator[None]:
         return
     async with atransaction(commit_mode=CommitMode.EAGER):
         yield
+
+
+def _toolkit(where: str, toolkit: object) -> None:
+    if toolkit is not None and not isinstance(toolkit, Toolkit):
+        raise argument_wrong(where, "toolkit", "a Toolkit (Toolkit([...]) or await Toolkit.load(...)) or None", toolkit)
 
 
 def _unquoted(value: object) -> object:
@@ -149,7 +157,11 @@ class Client:
         model or any type a ``TypeAdapter`` takes; ``result.output`` is the validated value.
         ``str`` asks for plain text."""
         return await self._start(
-            SessionRecord(prompt=prompt), toolkit, session_id, subflow=subflow, output_type=output_type
+            SessionRecord(prompt=text("run", "prompt", prompt)),
+            toolkit,
+            session_id,
+            subflow=subflow,
+            output_type=output_type,
         )
 
     @overload
@@ -174,7 +186,10 @@ class Client:
         any other: finished steps replay, the answered call runs, the run goes on.
         ``output_type`` (default: the client's) is not stored with the session: pass the one
         the run started with, or its final answer is checked against another."""
-        check_session_id(session_id)
+        check_session_id(session_id, "resume")
+        if not isinstance(answer, Answer):
+            raise argument_wrong("resume", "answer", "an Answer (Answer(id=request.id, ok=True))", answer)
+        _toolkit("resume", toolkit)
         use_server()
         state = await self._sessions.get(session_id)
         record = await read_inputs(session_id, state.inputs) if state is not None else None
@@ -210,7 +225,9 @@ class Client:
         """One exchange of a conversation that goes on across runs and processes: the
         earlier messages come from the conversation store and the new ones are saved.
         ``output_type`` (default: the client's) is this exchange's, as for ``run``."""
-        check_session_id(conversation_id)
+        check_session_id(conversation_id, "ask", "conversation_id")
+        text("ask", "prompt", prompt)
+        _toolkit("ask", toolkit)
         use_server()
         history = await self._conversations.get(conversation_id)
         exchange = sum(message.role == "user" for message in history)
@@ -223,11 +240,15 @@ class Client:
     ) -> AsyncIterator[StreamEvent]:
         """``run``, yielding events as it goes: text chunks, thoughts, tool calls and their
         results, and last ``RunFinished`` with the result."""
+        record = SessionRecord(prompt=text("stream", "prompt", prompt))
+        _toolkit("stream", toolkit)
+        if session_id is not None:
+            check_session_id(session_id, "stream")
         send, receive = anyio.create_memory_object_stream[StreamEvent](math.inf)
 
         async def produce() -> None:
             async with send:
-                result = await self._start(SessionRecord(prompt=prompt), toolkit, session_id, emit=send.send_nowait)
+                result = await self._start(record, toolkit, session_id, emit=send.send_nowait)
                 send.send_nowait(RunFinished(result=result))
 
         async with anyio.create_task_group() as group:
@@ -256,6 +277,7 @@ class Client:
         output_type: object = None,
     ) -> RunResult:
         session_id = check_session_id(session_id) if session_id is not None else new_session_id()
+        _toolkit("run", toolkit)
         use_server(say=True)
         if not subflow and FlowRunContext.get() is None:
             raise NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
@@ -359,8 +381,8 @@ class Client:
         run, with a session derived from the call's position, so it resumes with the caller."""
         return AgentTool(
             self,
-            name=name,
-            description=description,
+            name=text("as_tool", "name", name),
+            description=text("as_tool", "description", description),
             toolkit=toolkit,
             output_type=output_type,
             prompt_description=prompt_description,
@@ -413,9 +435,15 @@ class Client:
         ``<session_id>.<i>``: run the batch again to resume it. A failure is that run's failed
         result, never a cancelled batch."""
         if session_id is not None:
-            check_session_id(session_id)
+            check_session_id(session_id, "map")
+        _toolkit("map", toolkit)
         return await map_prompts(
-            self, prompts, toolkit, max_concurrency=max_concurrency, session_id=session_id, output_type=output_type
+            self,
+            texts("map", "prompts", prompts),
+            toolkit,
+            max_concurrency=max_concurrency,
+            session_id=session_id,
+            output_type=output_type,
         )
 
 
@@ -435,5 +463,9 @@ def create_in_process_client(
     ``limit`` names the subscription the model's turns count against, on every worker of
     the Prefect server: at most ``max_concurrent`` turns in flight, ``per_minute`` started
     per minute (Prefect global concurrency limits ``nexusflow-subscription-<limit>``)."""
+    where = "create_in_process_client"
+    function(where, "generate", generate)
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
-    return Client(in_process_transport(generate), ClientOptions(model=model, subscription=subscription, **options))
+    return Client(
+        in_process_transport(generate), build(where, ClientOptions, model=model, subscription=subscription, **options)
+    )

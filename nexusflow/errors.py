@@ -14,6 +14,34 @@ class NexusflowError(Exception):
     """Base of every nexusflow error."""
 
 
+def _shown(value: object) -> str:
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+class ArgumentError(NexusflowError, TypeError, ValueError):
+    """A public call was given what it cannot use: refused where it is given, in one line
+    naming the call and the argument, never deep inside a run."""
+
+    def __init__(self, message: str, argument: str) -> None:
+        self.argument = argument
+        super().__init__(message)
+
+
+def argument_wrong(where: str, argument: str, expected: str, value: object) -> ArgumentError:
+    return ArgumentError(f"{where}: {argument} must be {expected}, not {_shown(value)}", argument)
+
+
+def option_refused(where: str, option: str, why: str, value: object) -> ArgumentError:
+    return ArgumentError(f"{where}: {option}: {why}, not {_shown(value)}", option)
+
+
+def option_unknown(where: str, option: str, known: list[str]) -> ArgumentError:
+    return ArgumentError(f"{where}: {option} is not an option (the options: {', '.join(sorted(known))})", option)
+
+
 class ToolkitError(NexusflowError):
     """A toolkit could not be built: a bad tool, ``mcp.json`` or skills folder."""
 

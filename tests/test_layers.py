@@ -30,6 +30,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "nexusflow._concurrency",
             "nexusflow._retry",
             "nexusflow._server",
+            "nexusflow._checks",
             "nexusflow.hooks",
             "nexusflow.limits",
             "nexusflow.policies",

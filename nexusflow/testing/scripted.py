@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._checks import sequence
 from ..errors import ModelError
 from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolMessage, UserMessage
 from ..transports import coerce_reply
@@ -26,7 +27,7 @@ class ScriptedModel:
     """
 
     def __init__(self, replies: Iterable[ScriptStep]) -> None:
-        self._steps = list(replies)
+        self._steps = sequence("ScriptedModel", "replies", replies)
         self._lock = threading.Lock()
         self.requests: list[ModelRequest] = []
 

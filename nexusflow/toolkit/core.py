@@ -12,8 +12,16 @@ from typing import Any, Protocol, Self, runtime_checkable
 import anyio
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
+from .._checks import optional_text, sequence
 from .._secrets import get_logger
-from ..errors import ToolkitError, tool_error_arguments, tool_error_raised, tool_error_timed_out, tool_error_unknown
+from ..errors import (
+    ToolkitError,
+    argument_wrong,
+    tool_error_arguments,
+    tool_error_raised,
+    tool_error_timed_out,
+    tool_error_unknown,
+)
 from ..messages import ToolResult, ToolSpec, repair_json
 from ..policies import NO_POLICY, ToolPolicy
 from .functions import FunctionTool
@@ -76,6 +84,14 @@ async def _with_policy(item: Tool, arguments: dict[str, Any], policy: ToolPolicy
     raise AssertionError("tenacity ends with a result or the last error")
 
 
+def _as_tool(index: int, item: object) -> Tool:
+    if isinstance(item, Tool):
+        return item
+    if callable(item):
+        return FunctionTool(item)
+    raise argument_wrong("Toolkit", f"tools[{index}]", "a tool (a @tool function, a plain function or a Tool)", item)
+
+
 def _origin(tool: Tool) -> str:
     if isinstance(tool, McpTool):
         return f'MCP server "{tool.server}"'
@@ -88,12 +104,14 @@ class Toolkit:
     """The tools of a run. Build it with ``await Toolkit.load(...)`` and close it with
     ``async with`` or ``aclose()``: MCP servers stay connected until then."""
 
-    def __init__(self, tools: Iterable[Tool] = (), *, instructions: str | None = None) -> None:
+    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = (), *, instructions: str | None = None) -> None:
+        """Plain functions are wrapped as with ``@tool``; anything else that is not a tool is
+        refused here, naming its place in ``tools``."""
         self._tools: dict[str, Tool] = {}
-        self.instructions = instructions
+        self.instructions = optional_text("Toolkit", "instructions", instructions)
         self._stack = AsyncExitStack()
-        for item in tools:
-            self._add(item)
+        for index, item in enumerate(sequence("Toolkit", "tools", tools)):
+            self._add(_as_tool(index, item))
 
     def _add(self, item: Tool) -> None:
         if item.name in self._tools:
@@ -113,7 +131,11 @@ class Toolkit:
         """Python tools (plain functions are wrapped as with ``@tool``), the servers of an
         ``mcp.json`` (started now) and a skills folder. On any error, servers already
         started are closed before the error is raised."""
-        kit = cls([item if isinstance(item, Tool) else FunctionTool(item) for item in tools])
+        if mcp_config is not None and not isinstance(mcp_config, str | Path | dict):
+            raise argument_wrong("Toolkit.load", "mcp_config", "a path to an mcp.json or its dict", mcp_config)
+        if skills_dir is not None and not isinstance(skills_dir, str | Path):
+            raise argument_wrong("Toolkit.load", "skills_dir", "a path to a folder of skills", skills_dir)
+        kit = cls(tools)
         try:
             if skills_dir is not None:
                 skills = load_skills(skills_dir)

@@ -13,6 +13,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
+from .._checks import function, optional_text
 from .._secrets import get_logger
 from ..errors import ToolkitError, tool_error_arguments
 from ..messages import FunctionSpec, ToolResult, ToolSpec, repair_json
@@ -141,6 +142,8 @@ def tool(
     fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a function (sync or async) a tool: ``@tool`` or ``@tool(name=..., description=...)``."""
+    optional_text("tool", "name", name)
+    optional_text("tool", "description", description)
     if fn is not None:
-        return FunctionTool(fn, name=name, description=description)
-    return lambda f: FunctionTool(f, name=name, description=description)
+        return FunctionTool(function("tool", "the decorated object", fn), name=name, description=description)
+    return lambda f: FunctionTool(function("tool", "the decorated object", f), name=name, description=description)
