@@ -156,6 +156,9 @@ def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(askin
     [
         (["run", "hi", "--max-turns", "0"], "--max-turns must be 1 or more, not 0"),
         (["run", "hi", "--max-turns", "-3"], "--max-turns must be 1 or more, not -3"),
+        (["run", "hi", "--mcp", "no-such-mcp.json"], "--mcp: cannot read "),
+        (["run", "hi", "--skills", "no-such-folder"], "no-such-folder is not a directory"),
+        (["run", "hi", "--tools", "no_such_file.py:x"], "--tools: no such file: no_such_file.py"),
         (["run", "hi", "--timeout", "0"], "--timeout must be more than 0 seconds"),
         (["answer", str(uuid.uuid4()), "--approve"], "no flow run"),
         (["answer", "garbage", "--approve"], "not a flow run id: garbage"),
@@ -252,3 +255,22 @@ def test_an_acp_command_given_as_a_venv_interpreter_keeps_its_venv():
     venv_python = Path(sys.executable)
     assert venv_python.is_symlink(), "the tests run from a venv"
     assert absolute_command(str(venv_python)) == str(venv_python)
+
+
+@pytest.mark.parametrize("args", [["styles", "list"], ["run", "long", "--script", "LONG"]])
+def test_output_piped_into_head_ends_quietly(args, tmp_path):
+    """The reader leaves after one line: no BrokenPipeError, nothing on stderr about it, and
+    the status a shell gives a program that SIGPIPE stopped."""
+    script = tmp_path / "long.json"
+    script.write_text(json.dumps(["line\n" * 200_000]))
+    argv = [str(script) if arg == "LONG" else arg for arg in args]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nexusflow", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stderr is not None
+    first = process.stdout.readline()
+    process.stdout.close()
+    err = process.stderr.read()
+    assert process.wait(timeout=300) == 141
+    assert first.strip(), "the command printed its first line"
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err[-3000:]

@@ -6,6 +6,7 @@ when that command runs, so ``nexusflow --help`` answers at once."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -16,6 +17,8 @@ from ..errors import NexusflowError
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PENDING = 3
+EXIT_PIPE_CLOSED = 128 + 13
+"""What a shell reports for a program that SIGPIPE stopped: the reader (``| head``) left."""
 
 
 class UsageError(NexusflowError):
@@ -90,6 +93,11 @@ def _one_line(error: CycloptsError) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         status = app(argv, print_error=False, exit_on_error=False, result_action="return_value")
+        sys.stdout.flush()  # here, where a reader that left is seen, not at the interpreter's exit
+    except BrokenPipeError:
+        # Whatever is still buffered goes nowhere, quietly: the reader has what it wanted.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
     except CycloptsError as exc:
         print(f"nexusflow: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE

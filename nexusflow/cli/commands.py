@@ -33,6 +33,8 @@ from ..memory import SessionStore
 from ..messages import Answer, RunResult
 from ..testing import ScriptedModel, follow_prompt
 from ..toolkit import Toolkit
+from ..toolkit.mcp import load_mcp_config
+from ..toolkit.skills import load_skills
 from ..transports.choice import Transport
 from ..transports.cli import CliStyles, builtin_style, load_cli_style
 from ..waits import answer_flow_run
@@ -76,6 +78,21 @@ def _tools(specs: Sequence[str]) -> list[Any]:
         return import_tools(specs)
     except ToolkitError as exc:
         raise UsageError(str(exc).replace("tools:", "--tools:", 1)) from exc
+
+
+def _check_files(mcp: str | None, skills: str | None) -> None:
+    """An ``mcp.json`` that cannot be read or is not valid, a skills folder that is not one:
+    usage errors, found before anything starts (a server that fails to start is not)."""
+    try:
+        if mcp is not None:
+            load_mcp_config(mcp)
+        if skills is not None:
+            load_skills(skills)
+    except ToolkitError as exc:
+        text = str(exc)
+        for prefix, flag in (("mcp:", "--mcp:"), ("skills:", "--skills:")):
+            text = text.replace(prefix, flag, 1) if text.startswith(prefix) else text
+        raise UsageError(text) from exc
 
 
 def _output_type(spec: str | None) -> Any:
@@ -332,6 +349,7 @@ async def run(
     client = _client(invocation)
     session_id = _session_id(session) if session is not None else new_session_id()
     kit = _tools(tools or [])  # as typed, for messages; stored absolute
+    _check_files(invocation.mcp, invocation.skills)
     use_server()
     await save_invocation(session_id, invocation)
     async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
@@ -344,6 +362,7 @@ async def _answer_session(session: str, given: dict[str, Any], ok: bool, data: A
     use_server()
     invocation = (await load_invocation(session) or Invocation()).over(given)
     client = _client(invocation)
+    _check_files(invocation.mcp, invocation.skills)
     state = await SessionStore().get(session)
     if state is None or state.pending is None:
         raise UsageError(f'session "{session}" is not waiting for an answer')
