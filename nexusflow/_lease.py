@@ -33,9 +33,10 @@ from prefect.filesystems import WritableFileSystem
 from pydantic import BaseModel
 
 from ._digest import digest
+from ._retry import api_retrying, is_transient
 from ._secrets import get_logger
 from ._storage import read_record, step_storage, write_record
-from .errors import SessionBusyError, SessionLockError, SessionTakenOverError
+from .errors import SessionBusyError, SessionLockError, SessionTakenOverError, describe
 
 logger = get_logger("nexusflow.session")
 
@@ -47,6 +48,8 @@ GIVE_UP_AFTER = 30.0
 fails with ``SessionLockError``: time for three take-overs in a row."""
 
 LOCK_PREFIX = "nexusflow-session-"
+ATTEMPTS = 5
+"""Tries of each call to the server: a busy SQLite server answers 503 now and then."""
 
 
 class Heartbeat(BaseModel):
@@ -62,30 +65,56 @@ def lock_name(session_id: str) -> str:
 
 
 async def _held(client: PrefectClient, name: str) -> GlobalConcurrencyLimitResponse | None:
-    try:
-        return await client.read_global_concurrency_limit_by_name(name)
-    except ObjectNotFound:
-        return None
+    async for attempt in api_retrying(ATTEMPTS):
+        with attempt:
+            try:
+                return await client.read_global_concurrency_limit_by_name(name)
+            except ObjectNotFound:
+                return None
+    raise AssertionError("tenacity ends with a result or the last error")
 
 
 async def _create(client: PrefectClient, name: str) -> uuid.UUID | None:
     """The new lock's id, or None when another contender created it first. A read comes
     first in ``_acquire``: a create that conflicts makes the server log a traceback."""
-    try:
-        return await client.create_global_concurrency_limit(
-            GlobalConcurrencyLimitCreate(name=name, limit=1, active_slots=1)
-        )
-    except ObjectAlreadyExists:
-        return None
+    async for attempt in api_retrying(ATTEMPTS):
+        with attempt:
+            try:
+                return await client.create_global_concurrency_limit(
+                    GlobalConcurrencyLimitCreate(name=name, limit=1, active_slots=1)
+                )
+            except ObjectAlreadyExists:
+                return None  # a retry of a create whose answer was lost lands here too: the lock
+                # then looks like a stranger's and is taken over once it has not beaten
+    raise AssertionError("tenacity ends with a result or the last error")
 
 
 async def _delete(client: PrefectClient, lock_id: uuid.UUID) -> bool:
     """Whether this call deleted the lock (the route takes an id as well as a name)."""
+    async for attempt in api_retrying(ATTEMPTS):
+        with attempt:
+            try:
+                await client.delete_global_concurrency_limit_by_name(str(lock_id))
+            except ObjectNotFound:
+                return False
+            return True
+    raise AssertionError("tenacity ends with a result or the last error")
+
+
+async def _let_go(client: PrefectClient, session_id: str, lock_id: uuid.UUID) -> None:
+    """A lock that cannot be deleted is no failure of the run that finished: it stops
+    beating, so the session's next run takes it over after ``STALE_AFTER`` seconds."""
     try:
-        await client.delete_global_concurrency_limit_by_name(str(lock_id))
-    except ObjectNotFound:
-        return False
-    return True
+        await _delete(client, lock_id)
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        logger.warning(
+            'session "%s": could not let go of its lock (%s); the next run takes it over after %.0fs',
+            session_id,
+            describe(exc),
+            STALE_AFTER,
+        )
 
 
 async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_id: str) -> uuid.UUID:
@@ -206,7 +235,7 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[Sess
                 raise SessionTakenOverError(session_id, lease.lost)
         finally:
             with anyio.CancelScope(shield=True):
-                await _delete(client, lock_id)
+                await _let_go(client, session_id, lock_id)
 
 
 def _where(session_id: str) -> tuple[str, str, str]:

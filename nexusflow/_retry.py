@@ -24,7 +24,8 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def api_retrying(attempts: int = 4) -> AsyncRetrying:
-    """Retry a whole run: finished steps replay, so a retry repeats nothing that finished."""
+    """Retry what the API's passing trouble failed: a whole run (finished steps replay, so it
+    repeats nothing that finished) or one idempotent call."""
     return AsyncRetrying(
         stop=stop_after_attempt(attempts),
         wait=wait_exponential_jitter(initial=1, max=15),

@@ -121,6 +121,25 @@ def _embedded_running() -> bool:
     return bool(servers)
 
 
+class _DrainingIsProgress(logging.Filter):
+    """Prefect's log and event workers warn ``Still processing items: N items remaining...``
+    when the process exits with items queued, and then send them: progress, not trouble.
+    Shown at INFO; every other warning of theirs (a full queue dropping items) stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and record.getMessage().startswith("Still processing items"):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+        return True
+
+
+def _quiet_workers() -> None:
+    for name in ("EventsWorker", "APILogWorker"):
+        worker = logging.getLogger(name)
+        if not any(isinstance(f, _DrainingIsProgress) for f in worker.filters):
+            worker.addFilter(_DrainingIsProgress())
+
+
 _chosen: Choice | None = None
 _said = False
 
@@ -160,6 +179,7 @@ def use_server(*, say: bool = False) -> Choice:
     if changed:
         os.environ.update(changed)  # inherited by the embedded server, which Prefect starts later
         refresh_global_settings_context()
+    _quiet_workers()
     _chosen = choice
     return use_server(say=say)
 

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._checks import build, refusal
+from ._server import use_server
 from .client import Client
 from .limits import SubscriptionLimit
 from .options import ClientOptions
@@ -70,6 +71,7 @@ def create_cli_client(
     a client option.
     """
     where = "create_cli_client"
+    use_server()  # before a flow of the program's own starts the embedded server
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
     fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
     try:

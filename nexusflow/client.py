@@ -465,6 +465,7 @@ def create_in_process_client(
     per minute (Prefect global concurrency limits ``nexusflow-subscription-<limit>``)."""
     where = "create_in_process_client"
     function(where, "generate", generate)
+    use_server()  # before a flow of the program's own starts the embedded server
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
     return Client(
         in_process_transport(generate), build(where, ClientOptions, model=model, subscription=subscription, **options)

@@ -5,6 +5,7 @@ races across processes and servers are in ``test_server_places.py``."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -12,12 +13,17 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.exceptions import ObjectNotFound
+from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
 
 import nexusflow._lease as lease
 from nexusflow import ModelRequest, Toolkit, create_in_process_client, tool
 from nexusflow._storage import write_record
 
+from helpers.flaky_api import flaky_api
+
 pytestmark = pytest.mark.anyio
+
+DELETE_LOCK = r"DELETE /api/v2/concurrency_limits/[^/]+"
 
 
 async def lock_of(session_id: str) -> uuid.UUID | None:
@@ -152,3 +158,29 @@ async def test_a_holder_that_stood_still_and_lost_its_lock_stops_before_its_next
     assert await lock_of(session_id) == taken[0], "the new holder's lock is left alone"
     async with get_client() as client:
         await client.delete_global_concurrency_limit_by_name(str(taken[0]))
+
+
+async def test_a_lock_delete_refused_with_503_is_retried(session_id):
+    """What CI's busy SQLite server once answered to the delete that lets a session go."""
+    with flaky_api(os.environ["PREFECT_API_URL"], failures=2, route=DELETE_LOCK) as (url, refused):
+        with temporary_settings({PREFECT_API_URL: url, PREFECT_CLIENT_MAX_RETRIES: 0}):
+            result = await create_in_process_client(answer).run("go", session_id=session_id)
+    assert len(refused) == 2
+    assert result.status == "completed", result.error
+    assert await lock_of(session_id) is None
+
+
+async def test_a_lock_that_cannot_be_deleted_is_taken_over_by_the_next_run(session_id, monkeypatch, caplog):
+    """The run that finished is not failed for it; the lock it leaves stops beating."""
+    monkeypatch.setattr(lease, "ATTEMPTS", 2)
+    monkeypatch.setattr(lease, "STALE_AFTER", 1.0)
+    with flaky_api(os.environ["PREFECT_API_URL"], failures=1000, route=DELETE_LOCK) as (url, refused):
+        with temporary_settings({PREFECT_API_URL: url, PREFECT_CLIENT_MAX_RETRIES: 0}):
+            first = await create_in_process_client(answer).run("go", session_id=session_id)
+    assert len(refused) == 2
+    assert first.status == "completed", first.error
+    assert f'session "{session_id}": could not let go of its lock' in caplog.text
+    assert await lock_of(session_id) is not None
+    second = await create_in_process_client(answer).run("again", session_id=session_id)
+    assert second.status == "completed", second.error
+    assert await lock_of(session_id) is None

@@ -1,8 +1,10 @@
 """A reverse proxy in front of the test session's Prefect API that answers 503 to the first
-``failures`` attempts to create a flow run: the server's own answer under SQLite load."""
+``failures`` requests of one route (by default: create a flow run): the server's own answer
+under SQLite load."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -17,12 +19,13 @@ from starlette.routing import Route
 
 
 @contextmanager
-def flaky_api(upstream: str, failures: int) -> Iterator[tuple[str, list[str]]]:
+def flaky_api(upstream: str, failures: int, route: str = "POST /api/flow_runs") -> Iterator[tuple[str, list[str]]]:
+    """``route`` is a regular expression for ``METHOD /path`` that the whole request must match."""
     refused: list[str] = []
     client = httpx.AsyncClient(base_url=upstream.removesuffix("/api"), timeout=60)
 
     async def forward(request: Request) -> Response:
-        if request.method == "POST" and request.url.path.rstrip("/") == "/api/flow_runs" and len(refused) < failures:
+        if re.fullmatch(route, f"{request.method} {request.url.path.rstrip('/')}") and len(refused) < failures:
             refused.append(request.url.path)
             return Response('{"detail": "database is locked"}', status_code=503)
         upstream_response = await client.request(

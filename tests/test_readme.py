@@ -1,0 +1,177 @@
+"""Every code block of the README is run by a test, or says in the README why it cannot run
+on its own (``<!-- fragment: why -->``) and is checked another way. The blocks run here run
+as a new user runs them: copied into a file, in a fresh ``PREFECT_HOME`` with no API URL and
+no opt-out of telemetry (the embedded server), all at once; each must print what it says it
+prints and nothing noisy (``Traceback``, ``ERROR``, ``WARNING``) but what it causes on purpose
+(``ON_PURPOSE``)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from helpers.homes import new_user_environment, noise
+
+REPO = Path(__file__).parent.parent
+README = REPO / "README.md"
+
+RUN_HERE: dict[str, str] = {
+    "first-run": "completed 2 + 3 = 5\n",
+    "cli-client": "",
+    "acp-clients": "",
+    "ask-a-person": "",
+    "tool-policies": "",
+    "model-retries": "completed 1 2\n",
+    "typed-output": "2 1\n",
+    "compose-as-tool": 'revised after {"approved":true,"advice":"Shorter."}\n',
+    "compose-map": (
+        "facts-1.0 completed topic='Prefect' letters=7\n"
+        "facts-1.1 failed model: generate raised RuntimeError: no such topic\n"
+        "facts-1.2 completed topic='MCP' letters=3\n"
+    ),
+    "compose-prefect-map": "['Summarize Prefect.', 'Summarize MCP.', 'Summarize ACP.']\n",
+}
+"""Blocks run here, and what each prints."""
+
+ON_PURPOSE: dict[str, list[str]] = {
+    "model-retries": [r"model: transient error, retry 1 of 2"],
+    "compose-map": [r"no such topic", r"^Traceback \(most recent call last\):$"],
+}
+"""The noise a block causes on purpose: a retried model error, a member's model that raises."""
+
+ELSEWHERE = {
+    "main-job": ".ci/run",
+    "tests": ".ci/run",
+    "serve-job": "tests/test_deployments.py",
+    "approval-automation": "tests/test_events.py",
+}
+"""Blocks another test runs: the file that reads them by their marker."""
+
+
+@dataclass(frozen=True)
+class Block:
+    marker: str
+    language: str
+    code: str
+    line: int
+
+
+def blocks() -> list[Block]:
+    found = []
+    lines = README.read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        fence = re.match(r"^```(\w*)$", lines[index])
+        if fence and fence.group(1):
+            marked = re.match(r"^<!-- (.*) -->$", lines[index - 1]) if index else None
+            end = lines.index("```", index + 1)
+            code = "\n".join(lines[index + 1 : end]) + "\n"
+            found.append(Block(marked.group(1) if marked else "", fence.group(1), code, index + 1))
+            index = end
+        index += 1
+    return found
+
+
+def test_every_block_is_run_by_a_test_or_says_why_not():
+    unaccounted = []
+    for block in blocks():
+        if block.marker in RUN_HERE:
+            continue
+        if block.marker in ELSEWHERE:
+            assert block.marker in (REPO / ELSEWHERE[block.marker]).read_text(), (
+                f"{ELSEWHERE[block.marker]} does not read the block {block.marker}"
+            )
+            continue
+        if block.marker.startswith("fragment: "):
+            for named in re.findall(r"tests/[\w/]+\.py", block.marker):
+                assert (REPO / named).exists(), f"line {block.line}: the fragment names {named}, which is not there"
+            if block.language == "python":  # it is Python all the same
+                compile(block.code, f"README.md:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            continue
+        unaccounted.append(f"README.md:{block.line} ({block.language}) is neither run nor a fragment saying why")
+    assert not unaccounted, "\n".join(unaccounted)
+    markers = {block.marker for block in blocks()}
+    assert set(RUN_HERE) <= markers and set(ELSEWHERE) <= markers, "a block this test runs has left the README"
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ran]]:
+    """Every block of RUN_HERE, each in a folder and a home of its own, side by side."""
+    processes = {}
+    for block in blocks():
+        if block.marker in RUN_HERE:
+            folder = tmp_path_factory.mktemp(block.marker)
+            (folder / "snippet.py").write_text(block.code)
+            processes[block.marker] = subprocess.Popen(
+                [sys.executable, "snippet.py"],
+                cwd=folder,
+                env=new_user_environment(folder / "home"),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+    outcomes = {}
+    for marker, process in processes.items():
+        out, err = process.communicate(timeout=400)
+        outcomes[marker] = Ran(process.returncode, out, err)
+    yield outcomes
+
+
+@pytest.mark.parametrize("marker", sorted(RUN_HERE))
+def test_a_block_runs_as_copied_in_a_fresh_home_and_prints_what_it_says_quietly(ran, marker):
+    outcome = ran[marker]
+    assert outcome.code == 0, outcome.err[-3000:]
+    assert outcome.out == RUN_HERE[marker]
+    code = next(block.code for block in blocks() if block.marker == marker)
+    assert all(f"# {line}" in code for line in outcome.out.splitlines()), "the block says what it prints"
+    unasked = [
+        line
+        for line in noise(outcome.out + outcome.err)
+        if not any(re.search(pattern, line) for pattern in ON_PURPOSE.get(marker, []))
+    ]
+    assert unasked == [], outcome.err[-3000:]
+
+
+def synopsis_commands() -> list[list[str]]:
+    """The commands of the command's synopsis: ``nexusflow run``, ``nexusflow styles list``..."""
+    synopsis = next(block for block in blocks() if "synopsis" in block.marker)
+    commands = []
+    for line in synopsis.code.splitlines():
+        words = line.split()
+        if words[:1] == ["nexusflow"] and words[1] != "--help":
+            command = [words[1]] + ([words[2]] if words[1] == "styles" else [])
+            if command not in commands:
+                commands.append(command)
+    return commands
+
+
+def test_each_command_of_the_synopsis_answers_help():
+    commands = synopsis_commands()
+    assert ["run"] in commands and ["styles", "verify"] in commands
+    helps = {
+        " ".join(command): subprocess.Popen(
+            [sys.executable, "-m", "nexusflow", *command, "--help"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for command in commands
+    }
+    for name, process in helps.items():
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, f"nexusflow {name} --help: {err[-2000:]}"
+        assert f"Usage: nexusflow {name}" in out, out[:500]
