@@ -1,5 +1,5 @@
-"""Prefect global concurrency limits, made sure of once per process: a session's lease,
-a tool policy's ``concurrency``, a subscription's limits."""
+"""Prefect global concurrency limits, made sure of once per process: a subscription's rate
+limit (its slots and a tool's are ``nexusflow._locks``, which exist only while held)."""
 
 from __future__ import annotations
 

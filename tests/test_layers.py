@@ -21,7 +21,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (6, ("nexusflow.flows", "nexusflow.compose")),
     (5, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),
     (4, ("nexusflow.transports", "nexusflow.options")),
-    (3, ("nexusflow.toolkit", "nexusflow.memory")),
+    (3, ("nexusflow.toolkit", "nexusflow.memory", "nexusflow._locks")),
     (
         2,
         (

@@ -1,6 +1,7 @@
-"""Subscription limits (``limit=``, ``max_concurrent=``, ``per_minute=``), held as Prefect
-global concurrency limits on the session's server: runs gathered in one process share them
-as runs on several workers do (tests/test_topology.py has the two-worker case)."""
+"""Subscription limits (``limit=``, ``max_concurrent=``, ``per_minute=``), held on the
+session's server (slots as ``nexusflow._locks``, starts as a Prefect rate limit): runs
+gathered in one process share them as runs on several workers do (tests/test_topology.py has
+the two-worker case; tests/test_server_places.py a slot whose holder was killed)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.concurrency.asyncio import concurrency
+from prefect.exceptions import ObjectNotFound
 
 from nexusflow import (
     CliStyles,
@@ -24,6 +25,7 @@ from nexusflow import (
     create_cli_client,
     create_in_process_client,
 )
+from nexusflow._locks import slot
 from nexusflow.cli import UsageError
 from nexusflow.cli.commands import run as run_command
 from nexusflow.cli.invocation import load_invocation
@@ -120,7 +122,7 @@ async def test_a_replayed_turn_takes_no_slot_and_a_new_one_waits_for_it(session_
 
     waiting: list[RunResult] = []
     async with anyio.create_task_group() as group:
-        async with concurrency(limit.concurrency_name, occupy=1, strict=True):
+        async with slot(limit.concurrency_name, 1):
             with anyio.fail_after(60):
                 replayed = await client.run("go", session_id=session_id)
             assert replayed.status == "completed" and replayed.metrics.replayed_turns == 1
@@ -164,7 +166,8 @@ async def test_nexusflow_run_takes_the_limit_and_keeps_it_for_the_answer(session
     assert await run_command("hi", session=session_id, limit=name, max_concurrent=1, per_minute=600) == 0
     kept = await load_invocation(session_id)
     assert kept is not None and (kept.limit, kept.max_concurrent, kept.per_minute) == (name, 1, 600)
-    async with get_client() as client:  # the run's turn held them
-        held = await client.read_global_concurrency_limit_by_name(f"nexusflow-subscription-{name}")
+    async with get_client() as client:  # the run's turn took a start; its slot exists only while held
         rate = await client.read_global_concurrency_limit_by_name(f"nexusflow-subscription-{name}-rate")
-    assert (held.limit, rate.limit, rate.slot_decay_per_second) == (1, 1, 10)
+        with pytest.raises(ObjectNotFound):
+            await client.read_global_concurrency_limit_by_name(f"nexusflow-subscription-{name}-slot-0")
+    assert (rate.limit, rate.slot_decay_per_second) == (1, 10)

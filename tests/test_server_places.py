@@ -6,7 +6,8 @@ Each place runs every scenario in two phases, side by side: the crashes (a run S
 with its process group after one, three or six stored steps; a sub-agent killed in its
 second turn; a run left waiting for an answer), then the server's change of process where
 there is one, then the resumes, an answer, two processes racing to take over one crashed
-session, and one session started twice at once. A scenario that hangs is stopped after
+session, one session started twice at once, and a run that needs the subscription slot its
+crashed predecessor held. A scenario that hangs is stopped after
 ``TIMEOUT`` seconds (a phase as a whole) and fails its test: a take-over that loops for
 ever shows up here (on 50046d3, every resume on the embedded default and on the restarted
 server did).
@@ -166,7 +167,8 @@ class Ran:
 def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
     name: str = request.param
     root = tmp_path_factory.mktemp(name)
-    folders = {key: root / key for key in [*(f"kill-{k}" for k in KILLS), "pending", "sub-agent", "race", "twice"]}
+    keys = [*(f"kill-{k}" for k in KILLS), "pending", "sub-agent", "race", "twice", "limited"]
+    folders = {key: root / key for key in keys}
     for folder in folders.values():
         folder.mkdir()
     sessions = {key: f"{name}-{key}-{uuid.uuid4().hex[:8]}" for key in folders}
@@ -184,6 +186,8 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         }
         first["race"] = place.spawn("durable_run.py", *arguments("race", "--kill-after", "1"))
         first["pending"] = place.spawn("pending_run.py", "start", *arguments("pending"))
+        limit = ("--limit", f"sub-{sessions['limited']}")
+        first["limited"] = place.spawn("durable_run.py", *arguments("limited", *limit, "--die-in-turn", "1"))
         sub_agent = place.spawn("compose_crash.py", *arguments("sub-agent"))
         if wait_for(folders["sub-agent"] / "in_second_turn", sub_agent, deadline):
             kill_group(sub_agent)
@@ -197,6 +201,7 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         deadline = time.monotonic() + TIMEOUT
         second = {f"kill-{k}": place.spawn("durable_run.py", *arguments(f"kill-{k}")) for k in KILLS}
         second["pending"] = place.spawn("pending_run.py", "resume", *arguments("pending"), "yes")
+        second["limited"] = place.spawn("durable_run.py", *arguments("limited", *limit))
         second["sub-agent"] = place.spawn("compose_crash.py", *arguments("sub-agent", "--no-crash"))
         released = root / "released"
         racers = [place.spawn("durable_run.py", *arguments("race", "--hold-until", str(released))) for _ in range(2)]
@@ -289,6 +294,21 @@ def test_a_session_started_twice_at_once_is_refused_while_the_first_runs(ran: Ra
     assert no is not None and no.status == "failed"
     assert no.error is not None and no.error.startswith(f'session: "{done.session_id}" is already running')
     assert lines(ran.folders["twice"] / "charges") == ["1", "100"]
+
+
+def test_a_subscription_slot_held_by_a_killed_run_is_freed_for_its_resume(ran: Ran) -> None:
+    """Killed while the model answered, its one slot held: Prefect's lease of that slot was
+    in the memory of a server that is gone (embedded, restarted), so on 8e207be the resume
+    waited for the slot for ever. Here it takes the stale slot over and completes."""
+    killed, resumed = ran.outcomes["limited 1"], ran.outcomes["limited 2"]
+    folder = ran.folders["limited"]
+    assert killed.code == -signal.SIGKILL, killed.explain()
+    assert resumed.code == 0, resumed.explain()
+    result = resumed.result
+    assert result is not None and result.status == "completed", result
+    assert result.text == EXPECTED
+    assert lines(folder / "model_turns") == ["0", "1", "1", "2"], "only the turn in flight was asked again"
+    assert lines(folder / "charges") == ["1", "100"]
 
 
 def test_nothing_is_left_running(ran: Ran) -> None:

@@ -14,8 +14,10 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.exceptions import ObjectNotFound
 from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+from pydantic import BaseModel
 
 import nexusflow._lease as lease
+import nexusflow._locks as locks
 from nexusflow import ModelRequest, Toolkit, create_in_process_client, tool
 from nexusflow._storage import write_record
 
@@ -69,16 +71,16 @@ async def test_a_free_limit_left_by_earlier_leases_is_taken_at_once(session_id):
     started = time.monotonic()
     result = await create_in_process_client(answer).run("go", session_id=session_id)
     assert result.status == "completed", result.error
-    assert time.monotonic() - started < lease.STALE_AFTER
+    assert time.monotonic() - started < locks.STALE_AFTER
     assert await lock_of(session_id) is None
 
 
 async def test_an_orphaned_slot_of_earlier_leases_is_taken_over_once_its_beat_is_stale(session_id, monkeypatch):
     """Its slot taken for ever (the lease was lost with the server's memory), its beat record
     in the old form, without a lock id."""
-    monkeypatch.setattr(lease, "STALE_AFTER", 1.0)
+    monkeypatch.setattr(locks, "STALE_AFTER", 1.0)
 
-    class OldHeartbeat(lease.BaseModel):
+    class OldHeartbeat(BaseModel):
         session_id: str
         flow_run_id: str
         lease_id: str
@@ -97,17 +99,17 @@ async def test_a_lock_that_keeps_coming_back_unbeaten_ends_the_take_over_with_th
     contender that crashes over and over, winning every race): the take-over gives up
     within its bound, never loops. The race is won by wrapping the delete, the one way to
     win it every time."""
-    monkeypatch.setattr(lease, "STALE_AFTER", 0.5)
+    monkeypatch.setattr(locks, "STALE_AFTER", 0.5)
     monkeypatch.setattr(lease, "GIVE_UP_AFTER", 3.0)
     name = lease.lock_name(session_id)
-    deleted = lease._delete
+    deleted = locks.delete
 
     async def delete_then_someone_recreates(client, lock_id):
         gone = await deleted(client, lock_id)
         await make_lock(session_id)
         return gone
 
-    monkeypatch.setattr(lease, "_delete", delete_then_someone_recreates)
+    monkeypatch.setattr(lease, "delete", delete_then_someone_recreates)
     await make_lock(session_id)
     started = time.monotonic()
     result = await create_in_process_client(answer).run("go", session_id=session_id)
@@ -127,7 +129,7 @@ async def test_a_holder_that_stood_still_and_lost_its_lock_stops_before_its_next
     """The tool blocks the event loop (no beat) while another run deletes the lock and takes
     the session: when it wakes, the run stops, the new holder's lock stays, and the model
     is not asked again."""
-    monkeypatch.setattr(lease, "STALE_AFTER", 1.0)
+    monkeypatch.setattr(locks, "STALE_AFTER", 1.0)
     asked: list[int] = []
     taken: list[uuid.UUID] = []
 
@@ -172,8 +174,8 @@ async def test_a_lock_delete_refused_with_503_is_retried(session_id):
 
 async def test_a_lock_that_cannot_be_deleted_is_taken_over_by_the_next_run(session_id, monkeypatch, caplog):
     """The run that finished is not failed for it; the lock it leaves stops beating."""
-    monkeypatch.setattr(lease, "ATTEMPTS", 2)
-    monkeypatch.setattr(lease, "STALE_AFTER", 1.0)
+    monkeypatch.setattr(locks, "ATTEMPTS", 2)
+    monkeypatch.setattr(locks, "STALE_AFTER", 1.0)
     with flaky_api(os.environ["PREFECT_API_URL"], failures=1000, route=DELETE_LOCK) as (url, refused):
         with temporary_settings({PREFECT_API_URL: url, PREFECT_CLIENT_MAX_RETRIES: 0}):
             first = await create_in_process_client(answer).run("go", session_id=session_id)

@@ -231,7 +231,7 @@ async def test_our_records_on_s3_round_trip_and_a_missing_one_reads_as_none(topo
     from nexusflow._storage import read_record, write_record
     from nexusflow.errors import StorageError
 
-    beat = Heartbeat(session_id="s3-records", flow_run_id=str(uuid.uuid4()), lease_id=str(uuid.uuid4()), beat=3)
+    beat = Heartbeat(session_id="s3-records", flow_run_id=str(uuid.uuid4()), lock_id=str(uuid.uuid4()), beat=3)
     with topology.api():
         bucket = await S3Bucket.aload("nexusflow-results")
         assert await read_record(Heartbeat, "sessions", "never-ran", "lease.json", storage=bucket) is None

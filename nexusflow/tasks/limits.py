@@ -1,14 +1,16 @@
-"""A client's subscription limit, as a model turn holds it (Prefect global concurrency
-limits, made sure of by ``nexusflow._concurrency``)."""
+"""A client's subscription limit, as a model turn holds it: a slot of ``max_concurrent``
+(``nexusflow._locks``: freed when its holder crashes, wherever the server lives) and a start
+of ``per_minute`` (a Prefect rate limit, made sure of by ``nexusflow._concurrency``)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from prefect.concurrency.asyncio import concurrency, rate_limit
+from prefect.concurrency.asyncio import rate_limit
 
 from .._concurrency import ensure_limit
+from .._locks import slot
 from ..limits import SubscriptionLimit
 
 
@@ -34,6 +36,5 @@ async def _concurrent(limit: SubscriptionLimit) -> AsyncIterator[None]:
     if limit.max_concurrent is None:
         yield
         return
-    await ensure_limit(limit.concurrency_name, limit.max_concurrent)
-    async with concurrency(limit.concurrency_name, occupy=1, strict=True):
+    async with slot(limit.concurrency_name, limit.max_concurrent):
         yield

@@ -17,11 +17,10 @@ from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.client.schemas.objects import State
-from prefect.concurrency.asyncio import concurrency
 from prefect.states import Completed
 from pydantic import BaseModel
 
-from .._concurrency import ensure_limit
+from .._locks import slot
 from .._position import CallPosition, call_position
 from .._storage import synced
 from ..hooks import AfterTool, BeforeTool, call_hook, hook_returned
@@ -57,13 +56,11 @@ def _as_result(hook: str, value: Any) -> ToolResult:
 
 @asynccontextmanager
 async def _limited(policy: ToolPolicy, tool: str) -> AsyncIterator[None]:
-    """Hold a slot of the tool's global concurrency limit, across all runs."""
+    """Hold one of the tool's ``concurrency`` slots, across all runs."""
     if policy.concurrency is None:
         yield
         return
-    name = concurrency_limit_name(tool)
-    await ensure_limit(name, policy.concurrency)
-    async with concurrency(name, occupy=1, strict=True):
+    async with slot(concurrency_limit_name(tool), policy.concurrency):
         yield
 
 

@@ -9,7 +9,9 @@ rename that makes it visible has happened), with its process group when it leads
 embedded Prefect server, its child, dies with it, as under a terminal's or a service
 manager's kill); ``--hold S`` makes ``charge`` sleep S seconds,
 ``--hold-until PATH`` makes it wait until PATH exists (to keep a run alive while another
-process starts the same session).
+process starts the same session). ``--limit NAME`` holds a subscription limit of one slot
+for each turn, and ``--die-in-turn N`` SIGKILLs the process (and its group) while the model
+answers turn N, its slot held.
 """
 
 from __future__ import annotations
@@ -33,12 +35,20 @@ parser.add_argument("--kill-after", type=int, default=0)
 parser.add_argument("--hold", type=float, default=0.0)
 parser.add_argument("--hold-until", type=Path)
 parser.add_argument("--prompt", default="pay")
+parser.add_argument("--limit")
+parser.add_argument("--die-in-turn", type=int)
 args = parser.parse_args()
 
 
 def record(name: str, line: str) -> None:
     with open(args.log_dir / name, "a") as handle:
         handle.write(line + "\n")
+
+
+def die() -> None:
+    if os.getpgid(0) == os.getpid():
+        os.killpg(0, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 if args.kill_after:
@@ -56,9 +66,7 @@ if args.kill_after:
                 stored += 1
                 record("stored", "/".join([*path.parts[-3:-1], path.name.split("-")[0]]))
                 if stored == args.kill_after:
-                    if os.getpgid(0) == os.getpid():
-                        os.killpg(0, signal.SIGKILL)
-                    os.kill(os.getpid(), signal.SIGKILL)
+                    die()
 
     def write_then_maybe_die(path: Path, content: bytes) -> None:
         write(path, content)
@@ -104,6 +112,8 @@ def audit(note: str) -> str:
 def model(request: ModelRequest):
     turn = sum(m.role == "assistant" for m in request.messages)
     record("model_turns", str(turn))
+    if turn == args.die_in_turn:
+        die()
     if turn == 0:
         return {
             "tool_calls": [
@@ -123,7 +133,8 @@ def model(request: ModelRequest):
 
 async def main() -> None:
     async with await Toolkit.load(tools=[charge, notify, audit]) as toolkit:
-        result = await create_in_process_client(model).run(args.prompt, toolkit, session_id=args.session)
+        limit = {"limit": args.limit, "max_concurrent": 1} if args.limit else {}
+        result = await create_in_process_client(model, **limit).run(args.prompt, toolkit, session_id=args.session)
     print(result.model_dump_json())
 
 

@@ -1,0 +1,282 @@
+"""Locks that exist only while held, across processes, machines and server restarts: a
+session's one live run, a subscription's and a tool's slots.
+
+A lock is a Prefect global concurrency limit that exists only while it is held. Creating it
+takes it: a name is unique, so the server grants it to one contender. Deleting it by its id
+lets go: an id is never reused, so a late delete can never free a newer holder's lock. The
+lock lives in the server's database and nowhere else. Prefect's own concurrency leases live
+in the server process's memory by default, and the embedded server runs no service that
+frees an expired one, so a server restart, an upgrade, or the embedded server of another
+process loses them while their slots stay taken in the database: a slot held that way was
+never free again, and a session locked that way never ran again.
+
+A holder that is SIGKILLed never deletes its lock, so it also beats a small record in result
+storage. A contender that finds the lock watches that record. A new beat that names the lock
+means the holder is alive. No such beat for ``STALE_AFTER`` seconds (on the contender's own
+clock, so machines' clocks may disagree) means the holder is gone: the contender deletes that
+lock by its id and tries again. When two contenders race, one creates the new lock and the
+other finds it held and beating.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+import anyio
+from prefect.client.orchestration import PrefectClient, get_client
+from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+from prefect.client.schemas.responses import GlobalConcurrencyLimitResponse
+from prefect.context import FlowRunContext, TaskRunContext
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+from prefect.filesystems import WritableFileSystem
+from pydantic import BaseModel
+
+from ._retry import api_retrying, is_transient
+from ._secrets import get_logger
+from ._storage import read_record, step_storage, write_record
+from .errors import describe
+
+logger = get_logger("nexusflow.locks")
+
+BEAT_SECONDS = 1.0
+STALE_AFTER = 8.0
+"""Seconds without a beat after which a contender takes a lock over."""
+ATTEMPTS = 5
+"""Tries of each call to the server: a busy SQLite server answers 503 now and then."""
+
+
+class Beat(BaseModel):
+    """What a lock's holder beats; the lock it names tells its beats from an earlier holder's."""
+
+    lock_id: str | None = None
+    """The lock its holder created (absent from the records of nexusflow's earlier leases)."""
+    beat: int
+
+
+B = TypeVar("B", bound=Beat)
+
+
+async def held(client: PrefectClient, name: str) -> GlobalConcurrencyLimitResponse | None:
+    async for attempt in api_retrying(ATTEMPTS):
+        with attempt:
+            try:
+                return await client.read_global_concurrency_limit_by_name(name)
+            except ObjectNotFound:
+                return None
+    raise AssertionError("tenacity ends with a result or the last error")
+
+
+async def create(client: PrefectClient, name: str) -> uuid.UUID | None:
+    """The new lock's id, or None when another contender created it first. A read comes
+    first: a create that conflicts makes the server log a traceback."""
+    async for attempt in api_retrying(ATTEMPTS):
+        with attempt:
+            try:
+                return await client.create_global_concurrency_limit(
+                    GlobalConcurrencyLimitCreate(name=name, limit=1, active_slots=1)
+                )
+            except ObjectAlreadyExists:
+                return None  # a retry of a create whose answer was lost lands here too: the lock
+                # then looks like a stranger's and is taken over once it has not beaten
+    raise AssertionError("tenacity ends with a result or the last error")
+
+
+async def delete(client: PrefectClient, lock_id: uuid.UUID) -> bool:
+    """Whether this call deleted the lock (the route takes an id as well as a name)."""
+    async for attempt in api_retrying(ATTEMPTS):
+        with attempt:
+            try:
+                await client.delete_global_concurrency_limit_by_name(str(lock_id))
+            except ObjectNotFound:
+                return False
+            return True
+    raise AssertionError("tenacity ends with a result or the last error")
+
+
+async def let_go(client: PrefectClient, what: str, lock_id: uuid.UUID) -> None:
+    """A lock that cannot be deleted is no failure of the work that finished: it stops
+    beating, so its next contender takes it over after ``STALE_AFTER`` seconds."""
+    try:
+        await delete(client, lock_id)
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        logger.warning(
+            "%s: could not let go of its lock (%s); the next run takes it over after %.0fs",
+            what,
+            describe(exc),
+            STALE_AFTER,
+        )
+
+
+@dataclass
+class Watch:
+    """A contender's view of one lock it found held, kept from one look to the next."""
+
+    watched: uuid.UUID | None = None
+    seen: Beat | None = None
+    """The beat last read while watching it,"""
+    since: float = 0.0
+    """and since when (the contender's clock) it has not changed."""
+
+    def verdict(self, lock: uuid.UUID, beat: Beat | None) -> Literal["alive", "stale", "watching"]:
+        now = time.monotonic()
+        if lock != self.watched:
+            self.watched, self.seen, self.since = lock, beat, now
+            return "watching"
+        if beat != self.seen:
+            self.seen = beat
+            if beat is not None and beat.lock_id in (None, str(lock)):
+                self.since = now
+                return "alive"  # it beat while we watched
+            return "watching"  # another lock's beat (an earlier holder's): no sign of this one's life
+        return "stale" if now - self.since >= STALE_AFTER else "watching"
+
+
+class Lease:
+    """A lock as its holder holds it: ``lost`` tells a holder that stood still past
+    ``STALE_AFTER`` (a frozen process, a blocked event loop, storage that failed) and was
+    taken over."""
+
+    def __init__(
+        self, client: PrefectClient, storage: WritableFileSystem, name: str, where: tuple[str, ...], first: Beat
+    ) -> None:
+        self.client = client
+        self.storage = storage
+        self.name = name
+        self.where = where
+        self.heartbeat = first
+        self.last = time.monotonic()
+        """When the last beat that was stored began."""
+        self._lost: float | None = None
+
+    async def lost(self) -> float | None:
+        """How long the holder stood still, once it is known to have lost its lock. A contender
+        takes over only after ``STALE_AFTER`` seconds without a beat, so a holder that beat more
+        recently than half that cannot have lost it; after a longer gap it asks the server."""
+        if self._lost is None:
+            gap = time.monotonic() - self.last
+            if gap > STALE_AFTER / 2 and not await self._still_ours():
+                self._lost = gap
+        return self._lost
+
+    async def _still_ours(self) -> bool:
+        try:
+            lock = await held(self.client, self.name)
+        except Exception as exc:
+            logger.warning("%s: could not check its lock: %s", self.name, exc)
+            return True
+        return lock is not None and str(lock.id) == self.heartbeat.lock_id
+
+    async def beat_until_lost(self) -> None:
+        while True:
+            await anyio.sleep(BEAT_SECONDS)
+            began = time.monotonic()
+            if await self.lost() is not None:
+                return
+            beat = self.heartbeat.model_copy(update={"beat": self.heartbeat.beat + 1})
+            try:
+                await write_record(beat, *self.where, storage=self.storage)
+            except Exception as exc:
+                logger.warning("%s: could not beat its lease: %s", self.name, exc)
+            else:
+                self.heartbeat, self.last = beat, began
+
+
+@asynccontextmanager
+async def beating(lease: Lease, on_lost: Callable[[], None]) -> AsyncIterator[None]:
+    """Beat while the body runs; ``on_lost`` when the lock is found lost. The beat is a plain
+    background task, not a task group: a group would wrap what the body raises, and Prefect
+    must see its own suspension exception as it is."""
+    await write_record(lease.heartbeat, *lease.where, storage=lease.storage)
+
+    async def beat() -> None:
+        await lease.beat_until_lost()
+        on_lost()
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def slot_name(base: str, index: int) -> str:
+    return f"{base}-slot-{index}"
+
+
+def _holder() -> str:
+    task = TaskRunContext.get()
+    if task is not None:
+        return f"task run {task.task_run.id}"
+    flow = FlowRunContext.get()
+    if flow is not None and flow.flow_run is not None:
+        return f"flow run {flow.flow_run.id}"
+    return f"process {os.getpid()}"
+
+
+@asynccontextmanager
+async def slot(base: str, count: int) -> AsyncIterator[None]:
+    """One of ``count`` slots named for ``base``, held for the body: the lock of the first
+    free slot (``<base>-slot-<k>``), taken over from a holder that stopped beating. While
+    every slot is held by a live holder it waits, and says so once."""
+    holder = _holder()
+    storage = await step_storage()
+    async with get_client() as client:
+        index, lock_id = await _take_slot(client, storage, base, count)
+        first = SlotBeat(holder=holder, lock_id=str(lock_id), beat=0)
+        lease = Lease(client, storage, slot_name(base, index), ("limits", base, f"slot-{index}.json"), first)
+
+        def lost() -> None:
+            logger.warning("%s: %s stood still and lost its slot to another holder", slot_name(base, index), holder)
+
+        try:
+            async with beating(lease, lost):
+                yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await let_go(client, slot_name(base, index), lock_id)
+
+
+class SlotBeat(Beat):
+    holder: str
+    """The task run (or flow run) that holds the slot."""
+
+
+async def _take_slot(
+    client: PrefectClient,
+    storage: WritableFileSystem,
+    base: str,
+    count: int,
+) -> tuple[int, uuid.UUID]:
+    watches = [Watch() for _ in range(count)]
+    waited = False
+    while True:
+        freed = False
+        for index, watch in enumerate(watches):
+            name = slot_name(base, index)
+            lock = await held(client, name)
+            if lock is None:
+                created = await create(client, name)
+                if created is not None:
+                    return index, created
+                continue
+            beat = await read_record(SlotBeat, "limits", base, f"slot-{index}.json", storage=storage)
+            if watch.verdict(lock.id, beat) == "stale":
+                logger.warning("%s: its holder has not beaten for %.0fs (it crashed): freeing it", name, STALE_AFTER)
+                freed = await delete(client, lock.id) or freed
+        if freed:
+            continue
+        if not waited:
+            waited = True
+            logger.info("%s: all %d slots are held; waiting for one", base, count)
+        await anyio.sleep(BEAT_SECONDS)
