@@ -27,7 +27,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 import anyio
 from prefect.client.orchestration import PrefectClient, get_client
@@ -60,7 +60,9 @@ class Beat(BaseModel):
     beat: int
 
 
-B = TypeVar("B", bound=Beat)
+class SlotBeat(Beat):
+    holder: str
+    """The task run (or flow run) that holds the slot."""
 
 
 async def held(client: PrefectClient, name: str) -> GlobalConcurrencyLimitResponse | None:
@@ -121,10 +123,11 @@ class Watch:
     """A contender's view of one lock it found held, kept from one look to the next."""
 
     watched: uuid.UUID | None = None
+    """The lock watched: a new one (another holder's) starts the watch again."""
     seen: Beat | None = None
-    """The beat last read while watching it,"""
+    """The beat last read while watching it."""
     since: float = 0.0
-    """and since when (the contender's clock) it has not changed."""
+    """When (on the contender's clock) the watched lock last showed a sign of life."""
 
     def verdict(self, lock: uuid.UUID, beat: Beat | None) -> Literal["alive", "stale", "watching"]:
         now = time.monotonic()
@@ -245,11 +248,6 @@ async def slot(base: str, count: int) -> AsyncIterator[None]:
         finally:
             with anyio.CancelScope(shield=True):
                 await let_go(client, slot_name(base, index), lock_id)
-
-
-class SlotBeat(Beat):
-    holder: str
-    """The task run (or flow run) that holds the slot."""
 
 
 async def _take_slot(
