@@ -1,4 +1,9 @@
-"""One real Prefect server per test session, in a temporary PREFECT_HOME.
+"""One real Prefect server per test session (per xdist worker), in a temporary PREFECT_HOME,
+started only when a test asks for it.
+
+A module that talks to Prefect says so: ``pytestmark = pytest.mark.usefixtures("prefect_server")``.
+Every other test runs with the API pointed at a closed port, so one that needs a server
+without saying so fails at once instead of passing on a server another test started.
 
 The environment is set at import, before anything imports prefect, and is inherited by
 every child process a test starts (crash-and-resume runs, the command line).
@@ -24,6 +29,7 @@ from helpers.servers import free_port
 
 _HOME = Path(tempfile.mkdtemp(prefix="nexusflow-tests-"))
 _PORT = free_port()
+_CLOSED_PORT = free_port()  # nothing listens here
 os.environ.update(
     {
         "DO_NOT_TRACK": "1",
@@ -43,7 +49,20 @@ from acp_fixtures import ScriptedAgent  # noqa: E402
 from cli_fixtures import FakeCli  # noqa: E402
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
+def _no_server_unless_asked(request: pytest.FixtureRequest) -> Iterator[None]:
+    if "prefect_server" in request.fixturenames:
+        yield
+        return
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    closed = f"http://127.0.0.1:{_CLOSED_PORT}/api"
+    with pytest.MonkeyPatch.context() as env, temporary_settings({PREFECT_API_URL: closed}):
+        env.setenv("PREFECT_API_URL", closed)
+        yield
+
+
+@pytest.fixture(scope="session")
 def prefect_server() -> Iterator[str]:
     log = open(_HOME / "server.log", "w")
     server = subprocess.Popen(

@@ -24,7 +24,7 @@ from acp_fixtures import HTTP
 from cli_fixtures import alive
 from helpers.prefect_api import task_runs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 calls: list[tuple[int, int]] = []
 

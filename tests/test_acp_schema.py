@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from nexusflow import Toolkit, Transport, create_cli_client, tool
 from nexusflow.transports.acp.permissions import CANCELLED, choose
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 
 @tool

@@ -13,6 +13,8 @@ from nexusflow import AcpLaunch
 from acp_fixtures import ACP_AGENT
 from helpers.prefect_api import task_runs
 
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
 
 def nexusflow(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -28,7 +28,7 @@ from nexusflow.transports.cli import PREAMBLE, REQUEST_MARKER, CliConfig, CliTra
 from cli_fixtures import FAKE_CLI, alive, envelope_answer, envelope_calls, styled
 from helpers.prefect_api import task_runs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 BUILTIN = [style for style in CliStyles if style is not CliStyles.CUSTOM]
 MODEL = {style: (None if style is CliStyles.GOOSE else "model-x") for style in BUILTIN}

@@ -34,7 +34,7 @@ from cli_fixtures import envelope_answer, styled
 from conftest import HELPERS
 from helpers.prefect_api import task_run, task_runs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 
 class Review(BaseModel):
@@ -223,6 +223,7 @@ def fact_model(asked: list[str]):
     return model
 
 
+@pytest.mark.slow
 async def test_a_fan_out_of_twenty_with_one_failure_and_its_rerun(session_id):
     asked: list[str] = []
     client = create_in_process_client(fact_model(asked))

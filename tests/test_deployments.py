@@ -20,7 +20,7 @@ from prefect.exceptions import ObjectNotFound
 from helpers.prefect_api import task_runs
 
 REPO = Path(__file__).parent.parent
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 
 def prefect(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,7 @@ from nexusflow.client import exchange_session_id
 
 from conftest import HELPERS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 
 def child(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -79,6 +79,7 @@ def killed_and_resumed(tmp_path_factory) -> dict[int, tuple[Path, list[str], int
     return {k: (runs[k][0], stored[k], *finish(process)) for k, process in resumers.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_after", range(1, 8))
 def test_a_kill_after_any_stored_step_resumes_without_repeating_it(killed_and_resumed, kill_after):
     """Seven steps (three turns, two parallel calls in each of the first two): the process is
@@ -307,6 +308,7 @@ def _check(outcomes: dict[int, dict[str, str]]) -> int:
     return sum(outcome["status"] == "completed" for outcome in outcomes.values())
 
 
+@pytest.mark.slow
 def test_twenty_runs_at_once_in_one_process(session_id):
     done = subprocess.run(
         [sys.executable, str(HELPERS / "many_runs.py"), "20", session_id], capture_output=True, text=True, timeout=600
@@ -314,6 +316,7 @@ def test_twenty_runs_at_once_in_one_process(session_id):
     assert _check(_outcomes(done, 20)) == 20
 
 
+@pytest.mark.slow
 def test_four_processes_of_ten_runs_against_one_server(session_id):
     """Four processes at once against one SQLite server: every run completes or fails with
     a clear ``prefect:`` error (the server's lock), and no run reads another's result."""

@@ -252,6 +252,7 @@ def test_a_quoted_envelope_beside_the_replys_own_envelope_runs_only_the_own():
 # ---- end to end --------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("prefect_server")
 @pytest.mark.anyio
 async def test_a_page_quoted_in_the_final_answer_runs_nothing_through_the_flow(fake, session_id):
     deleted: list[dict] = []

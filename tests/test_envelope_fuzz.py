@@ -23,6 +23,7 @@ from nexusflow.transports.cli import CliConfig, CliTransport, Complaint, builtin
 # `random.uniform`. These strategies never touch `random`. It also warns, now and then, that
 # the repr of `sampled_from(HOSTILE)` is large: HOSTILE holds a 100 kB reply on purpose.
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies"),
     pytest.mark.filterwarnings("ignore:Generating overly large repr"),
 ]
@@ -270,9 +271,3 @@ def test_the_repair_loop_ends_within_its_budget(replies, budget):
     else:
         assert parsed.stats.launches == cli.launches <= budget + 1
         assert all(call.name in TOOLS for call in parsed.tool_calls)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def prefect_server():
-    """Nothing here touches Prefect: no server for this file."""
-    yield None

@@ -18,9 +18,10 @@ from prefect.client.orchestration import get_client
 from prefect.events import Event
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 
-from nexusflow import Answer, ScriptedModel, Toolkit, create_in_process_client, current_answer, suspend, tool
+from nexusflow import Answer, Toolkit, create_in_process_client, current_answer, suspend, tool
+from nexusflow.testing import ScriptedModel
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 README = Path(__file__).parent.parent / "README.md"
 
 

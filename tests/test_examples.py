@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
 

@@ -9,7 +9,6 @@ from prefect import flow
 from nexusflow import (
     ModelReply,
     ModelRequest,
-    ScriptedModel,
     SessionIdError,
     ToolCall,
     Toolkit,
@@ -17,10 +16,11 @@ from nexusflow import (
     create_in_process_client,
     tool,
 )
+from nexusflow.testing import ScriptedModel
 
 from helpers.prefect_api import flow_run, task_run, task_runs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 both_running = threading.Barrier(2, timeout=20)
 

@@ -11,7 +11,7 @@ from prefect.flow_engine import AsyncFlowRunEngine
 import nexusflow.tasks.keys as keys
 from nexusflow import ModelRequest, Toolkit, create_in_process_client, tool
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 TURNS = 30
 

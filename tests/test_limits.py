@@ -30,7 +30,7 @@ from nexusflow.cli import UsageError
 from nexusflow.cli.commands import run as run_command
 from nexusflow.cli.invocation import load_invocation
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 
 class Timed:

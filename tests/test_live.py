@@ -20,7 +20,7 @@ from nexusflow.testing.conformance import default_model, scripted_cli
 
 from helpers.prefect_api import task_runs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.live, pytest.mark.usefixtures("prefect_server")]
 
 ONE_SHOT = {
     CliStyles.CLAUDE: "claude",

@@ -186,6 +186,7 @@ async def test_unreadable_config_file(tmp_path):
         await Toolkit.load(mcp_config=tmp_path / "bad.json")
 
 
+@pytest.mark.usefixtures("prefect_server")
 @pytest.mark.anyio
 async def test_mcp_over_stdio_and_http_and_skills_used_by_a_run(http_server, monkeypatch, tmp_path, session_id):
     from nexusflow import create_in_process_client

@@ -11,7 +11,7 @@ from nexusflow.testing import ScriptedModel
 
 from conftest import HELPERS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 
 def ask(conversation: str, prompt: str) -> RunResult:

@@ -33,7 +33,7 @@ from nexusflow.transports.cli import REQUEST_MARKER
 from cli_fixtures import styled
 from helpers.output_types import Point, Report
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 README = Path(__file__).parent.parent / "README.md"
 

@@ -18,7 +18,7 @@ from nexusflow.transports.cli.process import DRAIN_GRACE
 
 from cli_fixtures import alive
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 FLOOD = """
 import json, os, sys

@@ -19,6 +19,8 @@ import pytest
 
 from helpers.homes import new_user_environment, noise
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).parent.parent
 README = REPO / "README.md"
 

@@ -4,9 +4,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from nexusflow import RunResult
 
 from conftest import HELPERS
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
 def run_child(*args: str) -> subprocess.CompletedProcess[str]:

@@ -36,7 +36,7 @@ from cli_fixtures import envelope_answer
 from helpers.prefect_api import task_run_logs, task_runs
 from helpers.servers import free_port
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 README = Path(__file__).parent.parent / "README.md"
 FAST = {"model_retry_wait": 0.01}

@@ -9,12 +9,13 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.client.schemas.objects import Artifact
 
-from nexusflow import RunResult, ScriptedModel, Toolkit, create_in_process_client, suspend, tool
+from nexusflow import RunResult, Toolkit, create_in_process_client, suspend, tool
 from nexusflow.flows.report import Progress
+from nexusflow.testing import ScriptedModel
 
 from helpers.prefect_api import flow_run_logs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 
 @tool

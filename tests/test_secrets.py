@@ -75,6 +75,7 @@ def test_the_nexusflow_loggers_redact_messages_arguments_and_tracebacks(caplog, 
     assert value not in caplog.text
 
 
+@pytest.mark.usefixtures("prefect_server")
 @pytest.mark.parametrize(
     ("stream", "printed", "exit_code", "answer_field", "expected"),
     [
@@ -139,6 +140,7 @@ async def test_an_mcp_server_printing_its_token_on_stderr_is_logged_redacted(mon
     assert token not in caplog.text
 
 
+@pytest.mark.usefixtures("prefect_server")
 @pytest.mark.parametrize("capabilities", [HTTP, {}], ids=["http", "stdio-bridge"])
 async def test_an_acp_agent_printing_our_bearer_token_is_logged_redacted(agent, session_id, caplog, capabilities):
     caplog.set_level(logging.INFO)

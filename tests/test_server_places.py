@@ -34,7 +34,7 @@ from conftest import HELPERS
 from helpers.servers import free_port, start_prefect_server, stop, wait_for_prefect_server
 
 TIMEOUT = 200
-pytestmark = pytest.mark.timeout(3 * TIMEOUT)
+pytestmark = [pytest.mark.timeout(3 * TIMEOUT), pytest.mark.slow]
 MARK = "NEXUSFLOW_TEST_PLACE"
 """Set in every child's environment (and inherited by its embedded server) to find them."""
 PLACES = ["long-lived", "embedded", "restarted"]

@@ -23,7 +23,7 @@ from nexusflow._storage import write_record
 
 from helpers.flaky_api import flaky_api
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 DELETE_LOCK = r"DELETE /api/v2/concurrency_limits/[^/]+"
 

@@ -15,11 +15,12 @@ from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 import nexusflow._storage as storage_module
-from nexusflow import ScriptedModel, Toolkit, create_in_process_client, tool
+from nexusflow import Toolkit, create_in_process_client, tool
+from nexusflow.testing import ScriptedModel
 
 from helpers.servers import free_port, start_prefect_server, wait_for_prefect_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 
 @tool

@@ -14,7 +14,6 @@ from nexusflow import (
     Request,
     ResumeError,
     RunResult,
-    ScriptedModel,
     Toolkit,
     ToolPolicy,
     TransientError,
@@ -23,11 +22,12 @@ from nexusflow import (
     suspend,
     tool,
 )
+from nexusflow.testing import ScriptedModel
 
 from conftest import HELPERS
 from helpers.prefect_api import task_runs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 ran: list[str] = []
 

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from nexusflow import POSITIONAL_KEY, ModelRequest, StepOptions, TaskConfig, create_in_process_client
 from nexusflow.tasks import model_turn, tool_call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 
 async def test_a_turn_retried_by_its_task_options_completes(session_id):

@@ -16,14 +16,15 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.context import FlowRunContext
 
 import nexusflow.flows.agent as agent_flow
-from nexusflow import Answer, Request, ScriptedModel, Toolkit, create_in_process_client, current_answer, suspend, tool
+from nexusflow import Answer, Request, Toolkit, create_in_process_client, current_answer, suspend, tool
 from nexusflow._secrets import register
 from nexusflow.flows.steps import Steps
 from nexusflow.tasks.tool_call import ANNOUNCED_AFTER
+from nexusflow.testing import ScriptedModel
 
 from helpers.prefect_api import by_name, task_run_log_lines, task_run_logs, task_runs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 fragile_runs: list[int] = []
 

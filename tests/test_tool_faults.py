@@ -12,7 +12,7 @@ import pytest
 from nexusflow import ModelRequest, Toolkit, ToolPolicy, TransientError, create_in_process_client, tool
 from nexusflow.testing import ScriptedModel
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 THREAD_WARNING = "the function keeps running in the background and its late result is discarded"
 

@@ -27,9 +27,12 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
-from nexusflow import ScriptedModel, Toolkit, create_in_process_client, tool
+from nexusflow import Toolkit, create_in_process_client, tool
+from nexusflow.testing import ScriptedModel
 
 from helpers.prefect_api import task_runs
+
+pytestmark = pytest.mark.ui
 
 CHROMIUM = Path("/usr/bin/chromium")
 # As the machine's probe drove it: without the background-networking flags Chromium keeps

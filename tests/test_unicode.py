@@ -12,7 +12,6 @@ from nexusflow import (
     CliStyles,
     ModelReply,
     ModelRequest,
-    ScriptedModel,
     ToolCall,
     Toolkit,
     ToolResult,
@@ -22,6 +21,7 @@ from nexusflow import (
     tool,
 )
 from nexusflow.messages import RunResult, UserMessage
+from nexusflow.testing import ScriptedModel
 from nexusflow.transports.cli import REQUEST_MARKER
 
 from cli_fixtures import envelope_answer
@@ -124,6 +124,7 @@ def test_text_without_a_surrogate_is_returned_as_is():
 # ---- through a real run ---------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("prefect_server")
 @pytest.mark.anyio
 async def test_a_prompt_with_a_lone_surrogate_completes(session_id):
     model = ScriptedModel([lambda request: "read: " + request.messages[-1].content])
@@ -133,6 +134,7 @@ async def test_a_prompt_with_a_lone_surrogate_completes(session_id):
     assert result.text == f"read: hi {FFFD}"
 
 
+@pytest.mark.usefixtures("prefect_server")
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     "arguments", [{"text": LONE}, '{"text": "\\ud83d"}', '{"text": "' + LONE + '"}'], ids=["object", "escaped", "raw"]
@@ -148,6 +150,7 @@ async def test_tool_call_arguments_with_a_lone_surrogate_reach_the_tool_repaired
     assert result.text == f"echo: {FFFD}"
 
 
+@pytest.mark.usefixtures("prefect_server")
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("name", "expected"), [("broken", f"half {FFFD} emoji"), ("broken_list", f'["half","{FFFD}"]')]
@@ -161,6 +164,7 @@ async def test_a_tool_result_with_a_lone_surrogate_completes(name, expected, ses
     assert result.metrics.tool_errors == 0
 
 
+@pytest.mark.usefixtures("prefect_server")
 @pytest.mark.anyio
 async def test_a_cli_reply_with_an_escaped_lone_surrogate_reaches_the_next_launch_repaired(fake, session_id):
     fake.script(

@@ -18,17 +18,17 @@ from nexusflow import (
     Polling,
     PrefectPause,
     RunResult,
-    ScriptedModel,
     Toolkit,
     create_in_process_client,
     current_answer,
     suspend,
     tool,
 )
+from nexusflow.testing import ScriptedModel
 
 from helpers.prefect_api import flow_run_logs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 ran: list[str] = []
 
