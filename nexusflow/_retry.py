@@ -28,7 +28,7 @@ def api_retrying(attempts: int = 4) -> AsyncRetrying:
     repeats nothing that finished) or one idempotent call."""
     return AsyncRetrying(
         stop=stop_after_attempt(attempts),
-        wait=wait_exponential_jitter(initial=1, max=15),
+        wait=wait_exponential_jitter(max=15),
         retry=retry_if_exception(is_transient),
         reraise=True,
     )

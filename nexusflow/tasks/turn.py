@@ -102,7 +102,7 @@ async def _generate(request: ModelRequest, runtime: TurnRuntime, scope: TurnScop
 
     retrying = AsyncRetrying(
         stop=stop_after_attempt(1 + runtime.retries),
-        wait=wait_exponential_jitter(initial=runtime.retry_wait, max=MAX_RETRY_WAIT, jitter=runtime.retry_wait),
+        wait=wait_exponential_jitter(multiplier=runtime.retry_wait, max=MAX_RETRY_WAIT, jitter=runtime.retry_wait),
         retry=retry_if_exception_type(TransientError),
         before_sleep=warn,
         reraise=True,
