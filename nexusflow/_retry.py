@@ -23,12 +23,13 @@ def is_transient(exc: BaseException) -> bool:
     return "database is locked" in str(exc)
 
 
-def api_retrying(attempts: int = 4) -> AsyncRetrying:
+def api_retrying(attempts: int = 4, first_wait: float = 1.0) -> AsyncRetrying:
     """Retry what the API's passing trouble failed: a whole run (finished steps replay, so it
-    repeats nothing that finished) or one idempotent call."""
+    repeats nothing that finished) or one idempotent call. Waits double from ``first_wait``
+    seconds, with as much jitter."""
     return AsyncRetrying(
         stop=stop_after_attempt(attempts),
-        wait=wait_exponential_jitter(max=15),
+        wait=wait_exponential_jitter(multiplier=first_wait, max=15, jitter=first_wait),
         retry=retry_if_exception(is_transient),
         reraise=True,
     )
