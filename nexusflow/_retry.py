@@ -8,13 +8,23 @@ from prefect.exceptions import PrefectHTTPStatusError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from .errors import PrefectApiError, unwrap
+from .messages import RunResult
 
 RETRIED_STATUS = frozenset({408, 423, 429, 500, 502, 503, 504})
 
 
+class FailedOnTheApi(Exception):
+    """A whole run that failed on the API's passing trouble: started again, and when the
+    tries run out its result is the run's."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__(result.error)
+        self.result = result
+
+
 def is_transient(exc: BaseException) -> bool:
     exc = unwrap(exc)
-    if isinstance(exc, PrefectApiError):
+    if isinstance(exc, PrefectApiError | FailedOnTheApi):
         return True
     if isinstance(exc, PrefectHTTPStatusError | httpx.HTTPStatusError):
         return exc.response.status_code in RETRIED_STATUS

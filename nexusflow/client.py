@@ -18,7 +18,7 @@ from prefect.utilities.asyncutils import run_coro_as_sync
 
 from ._checks import build, function, text, texts
 from ._position import child_session_id
-from ._retry import api_retrying, is_transient
+from ._retry import FailedOnTheApi, api_retrying, is_transient
 from ._runtime import PendingRun, pending_run
 from ._server import use_server
 from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
@@ -294,14 +294,19 @@ class Client:
             async for attempt in api_retrying():
                 with attempt:
                     result = await self._attempt(record, session_id, pending, subflow)
-                    if result.status == "failed" and (result.error or "").startswith("prefect: "):
-                        raise PrefectApiError(Exception((result.error or "").removeprefix("prefect: ")))
+                    if result.status == "failed" and result.error_type == PrefectApiError.__name__:
+                        raise FailedOnTheApi(result)
+        except FailedOnTheApi as failed:
+            return failed.result
         except StorageError as exc:
-            return RunResult(status="failed", error=describe(exc), session_id=session_id)
+            return RunResult(status="failed", error=describe(exc), error_type=type(exc).__name__, session_id=session_id)
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            return RunResult(status="failed", error=describe(PrefectApiError(unwrap(exc))), session_id=session_id)
+            failure = PrefectApiError(unwrap(exc))
+            return RunResult(
+                status="failed", error=describe(failure), error_type=type(failure).__name__, session_id=session_id
+            )
         return result
 
     async def _attempt(self, record: SessionRecord, session_id: str, pending: PendingRun, subflow: bool) -> RunResult:

@@ -319,4 +319,9 @@ class RunResult(BaseModel, Generic[OutputT]):
     session_id: str
     flow_run_id: str | None = None
     error: Text | None = None
+    error_type: str | None = Field(
+        default=None,
+        description="The class of the error that failed the run (``MaxTurnsError``, ``ToolError``...);"
+        " ``PrefectApiError`` is the Prefect API's passing trouble, after which ``Client.run`` starts the run again.",
+    )
     request: Request | None = Field(default=None, description="What a pending run waits for.")

@@ -54,11 +54,24 @@ def _no_server_unless_asked(request: pytest.FixtureRequest) -> Iterator[None]:
     if "prefect_server" in request.fixturenames:
         yield
         return
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.context import SettingsContext, get_settings_context
 
     closed = f"http://127.0.0.1:{_CLOSED_PORT}/api"
-    with pytest.MonkeyPatch.context() as env, temporary_settings({PREFECT_API_URL: closed}):
+    # Copied, not rebuilt: temporary_settings validates every setting again, 48 ms a test.
+    # No retries: a connection refused fails at once.
+    current = get_settings_context().settings
+    settings = current.model_copy(
+        update={
+            "api": current.api.model_copy(update={"url": closed}),
+            "client": current.client.model_copy(update={"max_retries": 0}),
+        }
+    )
+    with (
+        pytest.MonkeyPatch.context() as env,
+        SettingsContext(profile=get_settings_context().profile, settings=settings),
+    ):
         env.setenv("PREFECT_API_URL", closed)
+        env.setenv("PREFECT_CLIENT_MAX_RETRIES", "0")
         yield
 
 

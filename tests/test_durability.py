@@ -259,6 +259,7 @@ async def test_a_prefect_api_that_stays_down_is_a_failed_result(session_id, monk
     started = time.monotonic()
     result = await _run_in_child_env(session_id)
     assert result.status == "failed"
+    assert result.error_type == "PrefectApiError", result.error
     assert result.error is not None and result.error.startswith("prefect: "), result.error
     assert time.monotonic() - started < 120
 
@@ -304,7 +305,7 @@ def _check(outcomes: dict[int, dict[str, str]]) -> int:
         if outcome["status"] == "completed":
             assert outcome["text"] == f"run {index} -> {index * 2}", "a run read another run's result"
         else:
-            assert outcome["error"].startswith("prefect: "), outcome
+            assert outcome["error_type"] == "PrefectApiError" and outcome["error"].startswith("prefect: "), outcome
     return sum(outcome["status"] == "completed" for outcome in outcomes.values())
 
 

@@ -196,10 +196,10 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         if isinstance(waiting, TransientError):  # a turn that gave up wrote no record: its attempts count here
             state.metrics.launches += waiting.launches
             state.metrics.model_retries += waiting.model_retries
-        # The Prefect API's passing trouble reads "prefect: ...", which the client retries.
-        error = describe(PrefectApiError(waiting)) if is_transient(waiting) else describe(exc)
+        failure = PrefectApiError(waiting) if is_transient(waiting) else waiting
+        error = describe(failure)
         logger.error("run failed: %s", error, exc_info=not isinstance(waiting, NexusflowError))
-        outcome = result("failed", error=error)
+        outcome = result("failed", error=error, error_type=type(failure).__name__)
         await ended(outcome)
         return Failed(message=outcome.error, data=quote(outcome))  # type: ignore[return-value]
     await publishing
