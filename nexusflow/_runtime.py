@@ -1,14 +1,13 @@
-"""The one hand-over of live objects from ``Client.run`` to the ``agent_run`` flow it
-starts: a flow's parameters are data sent to the server, so the client's options,
-transport and toolkit cannot be parameters. Below the flow, everything is passed
-explicitly."""
+"""``LiveRun``: the one object that carries a run's live objects and settings from
+``Client.run`` to the ``agent_run`` flow, and from the flow to its steps.
+
+It travels as the flow's ``live`` parameter. A flow's parameters are also sent to the
+server for the UI, through FastAPI's ``jsonable_encoder``: a plain class with slots is
+something it cannot encode, so the server stores the placeholder ``<LiveRun>`` and never a
+system prompt, a tool, or a transport's environment."""
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-
-from .errors import NoRuntimeError
 from .events import Emit
 from .messages import Answer
 from .options import ClientOptions
@@ -16,22 +15,26 @@ from .toolkit import Toolkit
 from .transports import TransportFactory
 
 
-@dataclass(frozen=True)
-class PendingRun:
-    """Set by ``Client.run`` for the ``agent_run`` flow it starts."""
+class LiveRun:
+    """What ``Client.run`` gives the ``agent_run`` flow it starts: the client's options (the
+    run's output type included), the transport, the toolkit, where events go, and the
+    answers given to the run's pending requests."""
 
-    options: ClientOptions
-    transport: TransportFactory
-    toolkit: Toolkit
-    emit: Emit | None = None
-    answers: dict[str, Answer] = field(default_factory=dict)
+    __slots__ = ("answers", "emit", "options", "toolkit", "transport")
 
+    def __init__(
+        self,
+        options: ClientOptions,
+        transport: TransportFactory,
+        toolkit: Toolkit,
+        emit: Emit | None = None,
+        answers: dict[str, Answer] | None = None,
+    ) -> None:
+        self.options = options
+        self.transport = transport
+        self.toolkit = toolkit
+        self.emit = emit
+        self.answers = answers or {}
 
-pending_run: ContextVar[PendingRun] = ContextVar("nexusflow_pending_run")
-
-
-def current_pending() -> PendingRun:
-    try:
-        return pending_run.get()
-    except LookupError:
-        raise NoRuntimeError() from None
+    def __repr__(self) -> str:
+        return f"<LiveRun of {len(self.toolkit.specs())} tools>"

@@ -19,7 +19,7 @@ from prefect.utilities.asyncutils import run_coro_as_sync
 from ._checks import build, function, text, texts
 from ._position import child_session_id
 from ._retry import FailedOnTheApi, api_retrying, is_transient
-from ._runtime import PendingRun, pending_run
+from ._runtime import LiveRun
 from ._server import use_server
 from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
 from .errors import (
@@ -283,7 +283,7 @@ class Client:
             raise NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
         options = self.options if output_type is None else self.options.model_copy(update={"output_type": output_type})
         OutputSpec.of(options.output_type)  # an unusable type fails here, before anything runs
-        pending = PendingRun(
+        live = LiveRun(
             options=options,
             transport=self.transport,
             toolkit=toolkit if toolkit is not None else Toolkit(),
@@ -293,7 +293,7 @@ class Client:
         try:
             async for attempt in api_retrying():
                 with attempt:
-                    result = await self._attempt(record, session_id, pending, subflow)
+                    result = await self._attempt(record, session_id, live, subflow)
                     if result.status == "failed" and result.error_type == PrefectApiError.__name__:
                         raise FailedOnTheApi(result)
         except FailedOnTheApi as failed:
@@ -309,25 +309,23 @@ class Client:
             )
         return result
 
-    async def _attempt(self, record: SessionRecord, session_id: str, pending: PendingRun, subflow: bool) -> RunResult:
+    async def _attempt(self, record: SessionRecord, session_id: str, live: LiveRun, subflow: bool) -> RunResult:
         """One start of the session's flow; the transcript travels by reference."""
         sessions = self._sessions
         reference = await write_inputs(session_id, record)
         state = SessionState(inputs=reference, conversation_id=record.conversation_id)
         await sessions.save(session_id, state)
-        token = pending_run.set(pending)
-        try:
-            async with _committed_as_they_finish():
-                if subflow:
-                    outcome = await agent_run(
-                        session_id=session_id, prompt=preview(record.prompt), inputs=reference, return_state=True
-                    )
-                    result = await self._result(outcome, session_id)
-                else:
-                    value = await agent_run.fn(session_id=session_id, prompt=preview(record.prompt), inputs=reference)
-                    result = RunResult.model_validate(_unquoted(value.data if isinstance(value, State) else value))
-        finally:
-            pending_run.reset(token)
+        async with _committed_as_they_finish():
+            if subflow:
+                outcome = await agent_run(
+                    session_id=session_id, prompt=preview(record.prompt), inputs=reference, live=live, return_state=True
+                )
+                result = await self._result(outcome, session_id)
+            else:
+                value = await agent_run.fn(
+                    session_id=session_id, prompt=preview(record.prompt), inputs=reference, live=live
+                )
+                result = RunResult.model_validate(_unquoted(value.data if isinstance(value, State) else value))
         if result.status == "pending":
             await sessions.save(session_id, state.model_copy(update={"pending": result.request}))
         elif result.status == "completed" and record.conversation_id is not None:

@@ -283,6 +283,18 @@ async def test_agent_run_started_without_a_client_fails_clearly():
     assert "agent_run needs a client and a toolkit" in state.message
 
 
+async def test_the_live_run_reaches_the_flow_as_a_parameter_the_server_stores_as_a_placeholder(session_id):
+    """The flow's parameters are shown in the UI: the client's system prompt, tools and
+    transport never reach the server."""
+    secret_prompt = "the system prompt only the model sees"
+    client = create_in_process_client(lambda request: "done", system_prompt=secret_prompt)
+    result = await client.run("go", session_id=session_id)
+    assert result.status == "completed", result.error
+    recorded = await flow_run(result.flow_run_id)
+    assert recorded.parameters["live"] == "<LiveRun>"
+    assert secret_prompt not in recorded.model_dump_json()
+
+
 def test_the_tests_talk_to_the_session_server_not_an_ephemeral_one(prefect_server):
     from prefect.settings import get_current_settings
 

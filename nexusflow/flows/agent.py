@@ -14,11 +14,12 @@ from prefect.utilities.annotations import quote
 
 from .._lease import session_lease
 from .._retry import is_transient
-from .._runtime import current_pending
+from .._runtime import LiveRun
 from .._secrets import redact
 from .._storage import step_storage, synced
 from ..errors import (
     NexusflowError,
+    NoRuntimeError,
     PrefectApiError,
     SessionTakenOverError,
     StorageError,
@@ -54,18 +55,19 @@ def preview(prompt: str, limit: int = 500) -> str:
 
 
 @flow(name="agent_run", flow_run_name="agent-{session_id}", validate_parameters=True, persist_result=False)
-async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None) -> quote:
+async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None, live: LiveRun | None = None) -> quote:
     """Run the agent loop for the session's stored inputs (``inputs`` names them; ``prompt``
-    is only a preview for the UI). Started by ``Client.run``, which supplies the client and
-    toolkit; a rerun with the same ``session_id`` replays finished steps, and one session
-    runs in one flow run at a time.
+    is only a preview for the UI). Started by ``Client.run``, whose ``live`` carries the
+    client and toolkit; a rerun with the same ``session_id`` replays finished steps, and one
+    session runs in one flow run at a time.
 
     The result goes back to ``Client.run`` quoted and unpersisted: its steps are already
     stored, and Prefect walks a flow's return value for futures, object by object (12-40 ms
     at 200 turns), which a quote stops at the top."""
-    pending = current_pending()
-    options = pending.options
-    toolkit = pending.toolkit
+    if live is None:
+        raise NoRuntimeError()
+    options = live.options
+    toolkit = live.toolkit
     logger = get_run_logger()
     run_id = str(flow_run.get_id())
     state = LoopState([])
@@ -110,7 +112,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         if not replayed:
             answer = notify.answer_command(options.wait_for, session_id, run_id)
             notify.suspension_requested(session_id, run_id, asked(session_id, step, index, tool, record), answer)
-        return await settle_call(pending, steps, step, index, tool, record, call), replayed
+        return await settle_call(live, steps, step, index, tool, record, call), replayed
 
     async def call_and_settle(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
         record, replayed = await call(step, index, tool)
@@ -142,13 +144,13 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             state.messages = opening_messages(
                 record.prompt, options.system_prompt, toolkit.instructions, record.history
             )
-            async with pending.transport(logger.info) as transport:
+            async with live.transport(logger.info) as transport:
                 steps.model = TurnRuntime(
                     transport=transport,
                     before_llm=options.before_llm,
                     after_llm=options.after_llm,
                     run_tool=call_and_settle,
-                    emit=pending.emit,
+                    emit=live.emit,
                     limit=options.subscription,
                     retries=options.model_retries,
                     retry_wait=options.model_retry_wait,
@@ -163,7 +165,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                     run_turn=turn,
                     run_tool=call,
                     settle=settle,
-                    emit=pending.emit,
+                    emit=live.emit,
                     output=OutputSpec.of(options.output_type),
                     output_retries=options.output_retries,
                 )

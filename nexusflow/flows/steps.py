@@ -14,7 +14,7 @@ from prefect.filesystems import WritableFileSystem
 from prefect.results import ResultStore
 from prefect.utilities.annotations import quote
 
-from .._runtime import PendingRun
+from .._runtime import LiveRun
 from ..messages import Answer, ModelRequest, Request, ToolCall, ToolResult
 from ..suspension import Suspended, outcome_text
 from ..task_config import StepOptions, TaskConfig
@@ -183,7 +183,7 @@ def asked(session_id: str, step: int, index: int, call: ToolCall, record: ToolRe
 
 
 async def settle(
-    pending: PendingRun,
+    live: LiveRun,
     steps: Steps,
     step: int,
     index: int,
@@ -198,7 +198,7 @@ async def settle(
     request = asked(steps.session_id, step, index, call, record)
     label = steps.label(step, index, call)
     await steps.suspension(step, index, label, request)
-    answer = await _answer(pending, steps, step, index, label, request)
+    answer = await _answer(live, steps, step, index, label, request)
     if answer.ok:
         again, _ = await run_again(step, index, call, answer)
         result = again.result if again.result.pending is None else ToolResult(content=outcome_text(request, None))
@@ -208,9 +208,9 @@ async def settle(
     return ToolRecord(result=result, seconds=seconds, suspended=True)
 
 
-async def _answer(pending: PendingRun, steps: Steps, step: int, index: int, label: str, request: Request) -> Answer:
-    given = pending.answers.get(request.id)
-    wait_for = pending.options.wait_for
+async def _answer(live: LiveRun, steps: Steps, step: int, index: int, label: str, request: Request) -> Answer:
+    given = live.answers.get(request.id)
+    wait_for = live.options.wait_for
     resolve: Callable[[Request], Awaitable[Answer]]
     if given is not None:
         resolve = _constant(given)
