@@ -46,6 +46,7 @@ async def run(agent, session_id, prompt="go", transport=Transport.ACP, **options
         return await client_for(agent, transport, **options).run(prompt, toolkit, session_id=session_id)
 
 
+@pytest.mark.slow
 async def test_a_turn_with_served_tools_permissions_and_the_token(agent, session_id):
     calls.clear()
     agent.script(
@@ -115,6 +116,7 @@ async def test_the_parents_secrets_do_not_reach_the_agent(agent, session_id, mon
     assert env["PATH"] == os.environ["PATH"]
 
 
+@pytest.mark.slow
 async def test_odd_agent_behaviour_is_tolerated(agent, session_id):
     agent.script(
         [
@@ -157,6 +159,7 @@ async def test_the_served_toolkit_closes_with_the_session(agent, session_id):
             await http.post(url, json={})
 
 
+@pytest.mark.slow
 async def test_streaming_over_acp_is_incremental(agent, session_id):
     agent.script(
         [[{"thought": "thinking"}, {"say": "one "}, {"tool": "add", "arguments": {"a": 1, "b": 1}}, {"say": "two"}]]
@@ -168,6 +171,7 @@ async def test_streaming_over_acp_is_incremental(agent, session_id):
     assert events[-1].result.text == "one two"
 
 
+@pytest.mark.slow
 async def test_a_timeout_cancels_then_ends_the_turn(agent, session_id):
     agent.script([[{"say": "working"}, {"sleep": 60}]])
     result = await run(agent, session_id, timeout=2)
@@ -189,6 +193,7 @@ async def test_a_crash_mid_turn_is_a_clear_error_and_leaves_no_process(agent, se
     assert not alive(agent.log("started")[0]["pid"])
 
 
+@pytest.mark.slow
 async def test_a_line_over_16_mib_fails_the_turn_kills_the_agent_and_stays_bounded(agent, session_id):
     agent.script([[{"say": "partial"}, {"flood": 20 * 2**20}, {"say": "never read"}]])
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
@@ -205,6 +210,7 @@ STDERR_FLOOD = 50 * 2**20
 STDERR_KEPT = 64 * 2**10
 
 
+@pytest.mark.slow
 async def test_a_stderr_flood_without_a_newline_neither_fails_the_run_nor_is_buffered(agent, session_id):
     agent.script([[{"say": "warm"}], [{"say": "before "}, {"stderr_flood": STDERR_FLOOD}, {"say": "after"}]])
     assert (await run(agent, session_id + "-warm")).status == "completed", "a first run's imports are not measured"
@@ -216,6 +222,7 @@ async def test_a_stderr_flood_without_a_newline_neither_fails_the_run_nor_is_buf
     assert grown < 30 * 2**20, f"the client's peak RSS grew {grown / 2**20:.0f} MiB"
 
 
+@pytest.mark.slow
 async def test_a_crash_after_a_stderr_flood_quotes_its_end_and_logs_what_was_cut(agent, session_id, caplog):
     caplog.set_level(logging.INFO)
     end = "agent log line"
@@ -237,6 +244,7 @@ async def test_a_bad_protocol_version_stops_before_any_session(agent, session_id
     assert agent.received("session/new") == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capabilities", [{"sessionCapabilities": {"resume": {}}}, {"loadSession": True}])
 async def test_a_resumed_run_reuses_the_agent_session(agent, session_id, capabilities):
     calls.clear()
@@ -262,6 +270,7 @@ async def test_a_resumed_run_reuses_the_agent_session(agent, session_id, capabil
     assert second.metrics.replayed_tool_calls == 1
 
 
+@pytest.mark.slow
 async def test_without_resume_or_load_a_fresh_session_gets_the_transcript(agent, session_id):
     agent.script([[{"crash": 9}], [{"say": "fresh"}]], capabilities=HTTP)
     assert (await run(agent, session_id, prompt="remember me")).status == "failed"
@@ -281,6 +290,7 @@ async def test_model_selection_prefers_the_config_option(agent, session_id):
     assert agent.received("session/set_model") == []
 
 
+@pytest.mark.slow
 async def test_model_selection_falls_back_to_set_model_then_fails_clearly(agent, session_id, tmp_path):
     agent.script([[{"say": "ok"}]])
     assert (await run(agent, session_id, model="m1")).status == "completed"
@@ -291,6 +301,7 @@ async def test_model_selection_falls_back_to_set_model_then_fails_clearly(agent,
     assert result.error.startswith("acp: the agent has no model config option and no session/set_model")
 
 
+@pytest.mark.slow
 async def test_agents_without_http_mcp_get_the_stdio_bridge(agent, session_id):
     calls.clear()
     agent.script([[{"tool": "add", "arguments": {"a": 20, "b": 22}}, {"say": "bridged"}]], capabilities={})
@@ -357,6 +368,7 @@ def approve_me(item: str) -> str:
     return f"touched {item}"
 
 
+@pytest.mark.slow
 async def test_a_served_call_holds_the_agent_while_wait_for_answers(agent, session_id):
     from nexusflow import Answer
 
@@ -373,6 +385,7 @@ async def test_a_served_call_holds_the_agent_while_wait_for_answers(agent, sessi
     assert result.metrics.suspensions == 1
 
 
+@pytest.mark.slow
 async def test_without_wait_for_an_acp_run_ends_pending_and_resumes_the_agent_session(agent, session_id):
     from nexusflow import Answer
 
@@ -399,6 +412,7 @@ async def test_without_wait_for_an_acp_run_ends_pending_and_resumes_the_agent_se
     assert loaded["params"]["sessionId"] == agent.received("session/prompt")[0]["params"]["sessionId"]
 
 
+@pytest.mark.slow
 async def test_a_session_the_agent_cannot_load_is_replaced_by_a_seeded_one_and_said_so(agent, session_id, caplog):
     import logging
 

@@ -45,6 +45,7 @@ def params(agent, method: str) -> list[dict[str, Any]]:
     return [entry["params"] for entry in received]
 
 
+@pytest.mark.slow
 async def test_a_turn_over_http_sends_what_the_schema_describes(agent, session_id):
     options = [{"id": "group", "options": [{"id": "engine", "category": "model", "currentValue": "a"}]}]
     agent.script(
@@ -74,6 +75,7 @@ def test_every_permission_outcome_fits_the_schema():
         conforms(schema.RequestPermissionResponse, outcome)
 
 
+@pytest.mark.slow
 async def test_a_cancelled_turn_and_a_loaded_session_over_stdio_send_what_the_schema_describes(agent, session_id):
     agent.script([[{"say": "working"}, {"sleep": 60}], [{"say": "again"}]], capabilities={"loadSession": True})
     first = await run(agent, session_id, timeout=2)
@@ -89,6 +91,7 @@ async def test_a_cancelled_turn_and_a_loaded_session_over_stdio_send_what_the_sc
         conforms(schema.PromptRequest, sent)
 
 
+@pytest.mark.slow
 async def test_a_mode_switch_a_model_option_and_a_resumed_session_send_what_the_schema_describes(agent, session_id):
     modes = {"currentModeId": "auto", "availableModes": [{"id": "auto", "name": "Auto"}, {"id": "ask", "name": "Ask"}]}
     model = {

@@ -50,6 +50,7 @@ def tools_file(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_run_prints_only_the_answer_on_stdout(tools_file, session_id):
     prompt = 'call add {"a": 2, "b": 3}\ncall greet {"name": "ann"}\n\ncall add {"a": 10, "b": 5}'
     done = nexusflow("run", prompt, "--tools", f"{tools_file}:both", "--session", session_id)
@@ -59,6 +60,7 @@ def test_run_prints_only_the_answer_on_stdout(tools_file, session_id):
     assert "Prefect UI" in done.stderr and "/runs/flow-run/" in done.stderr
 
 
+@pytest.mark.slow
 def test_run_with_a_module_path_and_a_script(tools_file, tmp_path, session_id):
     script = tmp_path / "replies.json"
     script.write_text(json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}, "it is 2"]))
@@ -77,6 +79,7 @@ def test_run_with_a_module_path_and_a_script(tools_file, tmp_path, session_id):
     assert done.stdout == "it is 2\n"
 
 
+@pytest.mark.slow
 def test_a_failed_run_exits_non_zero_with_the_error(tools_file, session_id):
     done = nexusflow(
         "run", 'call add {"a": 1, "b": 2}', "--tools", f"{tools_file}:add", "--max-turns", "1", "--session", session_id
@@ -94,12 +97,14 @@ def test_a_failed_run_exits_non_zero_with_the_error(tools_file, session_id):
         ("missing_file.py:x", "--tools: no such file: missing_file.py"),
     ],
 )
+@pytest.mark.slow
 def test_bad_tool_specs_are_usage_errors(spec, message):
     done = nexusflow("run", "hi", "--tools", spec)
     assert done.returncode == 2
     assert message in done.stderr
 
 
+@pytest.mark.slow
 def test_a_bad_mcp_config_is_a_clear_error(tmp_path):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"ghost": {"command": "nexusflow-no-such-binary"}}}))
@@ -108,6 +113,7 @@ def test_a_bad_mcp_config_is_a_clear_error(tmp_path):
     assert 'nexusflow: error: mcp: server "ghost" failed to start' in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_demo_runs_a_multi_step_tool_calling_run(session_id):
     done = nexusflow("demo", "--session", session_id)
@@ -126,6 +132,7 @@ async def test_demo_runs_a_multi_step_tool_calling_run(session_id):
     ], "the command waits until the server has recorded every step before it exits"
 
 
+@pytest.mark.slow
 def test_run_drives_an_agent_cli_through_its_style(fake, tools_file, session_id):
     from cli_fixtures import envelope_answer, envelope_calls, styled
 
@@ -161,12 +168,14 @@ def test_run_drives_an_agent_cli_through_its_style(fake, tools_file, session_id)
         (["--command", "claude"], "--command and --model need --style"),
     ],
 )
+@pytest.mark.slow
 def test_cli_style_mistakes_are_clear(args, message):
     done = nexusflow("run", "hi", *args)
     assert done.returncode in (1, 2)
     assert message in done.stderr
 
 
+@pytest.mark.slow
 def test_run_reaches_the_acp_transport_through_the_acp_command(agent, tmp_path, session_id):
     """The style speaks ACP only through an adapter and `--command` is /bin/false, so an answer
     proves that both `--transport acp` and `--acp-command` reached the client."""
@@ -197,6 +206,7 @@ def test_run_reaches_the_acp_transport_through_the_acp_command(agent, tmp_path, 
         ([], ["a COMMAND is needed"]),
     ],
 )
+@pytest.mark.slow
 def test_usage_errors_exit_2_with_one_line(args, names):
     done = nexusflow(*args)
     assert done.returncode == 2

@@ -192,6 +192,7 @@ async def test_empty_reply(fake, reply):
         await transport(style).generate(request())
 
 
+@pytest.mark.slow
 async def test_timeout_kills_the_whole_process_group(fake):
     fake.script({"child": True, "sleep": 60})
     before = scratch_dirs()
@@ -212,6 +213,7 @@ async def test_children_left_behind_by_a_finished_cli_are_killed(fake):
     assert not alive(child)
 
 
+@pytest.mark.slow
 async def test_cancellation_kills_the_process_group(fake):
     fake.script({"child": True, "sleep": 60})
     with anyio.move_on_after(1.5):

@@ -62,6 +62,7 @@ def asking(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_a_pending_run_prints_an_answer_command_that_works_as_copied(asking, tmp_path, session_id):
     """The printed command has no --tools: the session's invocation, kept in result storage,
     brings them back, from another directory too."""
@@ -80,6 +81,7 @@ def test_a_pending_run_prints_an_answer_command_that_works_as_copied(asking, tmp
     assert "(1 turn and 1 tool call replayed)" in answered.stderr
 
 
+@pytest.mark.slow
 def test_an_answer_without_the_tool_the_session_waits_for_fails_in_one_line(asking, session_id):
     pending = nexusflow("run", 'call deploy {"service": "db"}', "--tools", f"{asking}:deploy", "--session", session_id)
     assert pending.returncode == 3, pending.stderr[-3000:]
@@ -97,6 +99,7 @@ def output_types(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_a_typed_run_prints_its_output_as_one_line_of_json(output_types, session_id):
     """The scripted agent echoes the prompt: the answer as written is fenced and spaced, the
     output printed is the validated value, compact."""
@@ -120,6 +123,7 @@ def test_a_typed_run_prints_its_output_as_one_line_of_json(output_types, session
         ("Report", "--output-type: Report cannot be an output type: expected module:function or file.py:function"),
     ],
 )
+@pytest.mark.slow
 def test_an_unusable_output_type_exits_2_in_one_line(output_types, name, message):
     done = nexusflow("run", "hi", "--output-type", name.format(types=output_types))
     assert done.returncode == 2, done.stderr[-3000:]
@@ -127,6 +131,7 @@ def test_an_unusable_output_type_exits_2_in_one_line(output_types, name, message
     assert one_line(done).startswith(f"nexusflow: {message.format(types=output_types)}")
 
 
+@pytest.mark.slow
 def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(asking, output_types, tmp_path, session_id):
     """The answer names no type: the session's invocation brings it back. The scripted agent
     of the answer (``--script``, replacing the prompt-following one) writes the final answer."""
@@ -173,6 +178,7 @@ def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(askin
         (["show", str(uuid.uuid4())], "no run is known as"),
     ],
 )
+@pytest.mark.slow
 def test_usage_errors_exit_2_in_one_line(args, message):
     done = nexusflow(*args)
     assert done.returncode == 2, done.stderr[-3000:]
@@ -180,6 +186,7 @@ def test_usage_errors_exit_2_in_one_line(args, message):
     assert message in one_line(done)
 
 
+@pytest.mark.slow
 def test_a_missing_cli_binary_is_refused_before_any_server_or_flow_starts():
     started = time.monotonic()
     done = nexusflow("run", "hi", "--style", "claude", "--command", "/no/such/binary")
@@ -189,6 +196,7 @@ def test_a_missing_cli_binary_is_refused_before_any_server_or_flow_starts():
     assert seconds < 15, f"took {seconds:.1f}s"
 
 
+@pytest.mark.slow
 def test_answer_refuses_a_run_that_is_not_waiting(session_id):
     done = nexusflow("run", "hello", "--session", session_id)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -198,6 +206,7 @@ def test_answer_refuses_a_run_that_is_not_waiting(session_id):
     assert one_line(answered) == f"nexusflow: flow run {flow_run_id} is not waiting for an answer: it is Completed"
 
 
+@pytest.mark.slow
 def test_the_summary_counts_tool_errors_in_the_singular_too(asking, session_id):
     done = nexusflow("run", 'call add {"a": 1}', "--tools", f"{asking}:add", "--session", session_id)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -216,6 +225,7 @@ def test_version():
     assert (done.returncode, done.stdout) == (0, version("nexusflow") + "\n")
 
 
+@pytest.mark.slow
 def test_show_prints_the_transcript_and_the_steps(asking, session_id):
     done = nexusflow("run", 'call add {"a": 2, "b": 3}', "--tools", f"{asking}:add", "--session", session_id)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -233,6 +243,7 @@ def test_show_prints_the_transcript_and_the_steps(asking, session_id):
         ]
 
 
+@pytest.mark.slow
 def test_a_new_users_demo_prints_no_traceback_and_no_error():
     with tempfile.TemporaryDirectory() as home:
         env = new_user_environment(home)
@@ -266,6 +277,7 @@ def test_an_acp_command_given_as_a_venv_interpreter_keeps_its_venv():
     [(["styles", "list"], 0), (["run", "long", "--script", "LONG"], 1)],
     ids=["short", "long"],
 )
+@pytest.mark.slow
 def test_output_piped_into_head_ends_quietly(args, lines_read, tmp_path):
     """The reader leaves early: no BrokenPipeError, nothing on stderr about it, and the
     status a shell gives a program that SIGPIPE stopped."""

@@ -60,6 +60,7 @@ async def flow_run_named(name: str):
 # An agent as a tool.
 
 
+@pytest.mark.slow
 async def test_the_sub_agent_runs_nested_in_the_tool_calls_task_run(session_id):
     sub_model = ScriptedModel(["Approved: short and clear."])
     reviewer = create_in_process_client(sub_model).as_tool(name="reviewer", description="Review a draft.")
@@ -83,6 +84,7 @@ async def test_the_sub_agent_runs_nested_in_the_tool_calls_task_run(session_id):
     assert [parent.id for parent in tracking.task_inputs["__parents__"]] == [tool_run.id]
 
 
+@pytest.mark.slow
 async def test_a_typed_sub_agent_gives_json_a_failed_one_its_error_a_pending_one_its_question(session_id):
     @tool
     def publish() -> str:
@@ -118,6 +120,7 @@ async def test_a_typed_sub_agent_gives_json_a_failed_one_its_error_a_pending_one
     assert result.metrics.tool_errors == 2
 
 
+@pytest.mark.slow
 async def test_a_cli_sub_agent_reviews_for_an_in_process_writer(session_id, fake):
     fake.script(styled("claude", envelope_answer("Approved by the CLI reviewer.")))
     reviewer = create_cli_client(style=CliStyles.CLAUDE, command=fake.command, transport=Transport.CLI).as_tool(
@@ -133,6 +136,7 @@ async def test_a_cli_sub_agent_reviews_for_an_in_process_writer(session_id, fake
     assert "Review: Agents compose." in launch["stdin"] + "".join(launch["files"].values()) + " ".join(launch["argv"])
 
 
+@pytest.mark.slow
 async def test_an_acp_sub_agent_reviews_for_an_in_process_writer(session_id, agent):
     agent.script([[{"say": "Approved over ACP."}]])
     acp = create_cli_client(style=agent.style, command=agent.command, transport=Transport.ACP, env=agent.env)
@@ -181,6 +185,7 @@ def crash_and_resume(tmp_path: Path, session_id: str, *flags: str) -> RunResult:
     return RunResult.model_validate_json(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_kill_in_the_sub_agents_second_turn_resumes_without_asking_again(tmp_path, session_id):
     """SIGKILL while the reviewer's second turn runs: the resume replays the writer's first
     turn, the reviewer's first turn and its lookup, and asks only the turns not finished."""
@@ -193,6 +198,7 @@ def test_a_kill_in_the_sub_agents_second_turn_resumes_without_asking_again(tmp_p
     assert result.metrics.replayed_turns == 1
 
 
+@pytest.mark.slow
 def test_a_kill_inside_a_users_own_task_resumes_without_asking_again(tmp_path, session_id):
     """The Prefect-native way: the agent runs inside a user's ``@task``. Its finished steps
     are stored as they finish, not when the task ends, so a SIGKILL loses none of them."""
@@ -246,6 +252,7 @@ async def test_a_fan_out_of_twenty_with_one_failure_and_its_rerun(session_id):
     assert all(r.metrics.replayed_turns == 1 for n, r in enumerate(again) if n != 13)
 
 
+@pytest.mark.slow
 async def test_a_member_that_raises_is_its_own_failed_result(session_id):
     class Raising(Client):
         async def run(self, prompt, toolkit=None, *, session_id=None, subflow=True, output_type=None):  # type: ignore[override]
@@ -264,6 +271,7 @@ async def test_a_member_that_raises_is_its_own_failed_result(session_id):
     assert results[1].session_id == f"{session_id}.1"
 
 
+@pytest.mark.slow
 async def test_map_runs_at_most_max_concurrency_model_calls_at_once():
     running = 0
     peak = 0
@@ -286,6 +294,7 @@ async def test_map_runs_at_most_max_concurrency_model_calls_at_once():
     assert peak == 3
 
 
+@pytest.mark.slow
 async def test_map_inside_a_flow_runs_sibling_subflows(session_id):
     from prefect import flow
 

@@ -63,6 +63,7 @@ async def wait_for_state(flow_run_id: UUID, check, timeout: float = 60):
     raise AssertionError(f"flow run {flow_run_id} stayed {await state_of(flow_run_id)}")
 
 
+@pytest.mark.slow
 async def test_deploy_all_and_a_scheduled_job_runs_through_a_worker(deployed):
     async with get_client() as client:
         deployment = await client.read_deployment_by_name("agent-job/weather-report")
@@ -82,6 +83,7 @@ async def test_deploy_all_and_a_scheduled_job_runs_through_a_worker(deployed):
     ]
 
 
+@pytest.mark.slow
 async def test_a_job_that_asks_suspends_exits_and_completes_once_answered(deployed):
     run = await run_deployment("agent-job/approval-demo", timeout=0)
     await anyio.to_thread.run_sync(work_once)
@@ -134,6 +136,7 @@ def readme_block(marker: str) -> str:
     return found.group(1)
 
 
+@pytest.mark.slow
 async def test_the_readmes_serve_recipe_serves_a_deployment_whose_runs_succeed(tmp_path):
     script = tmp_path / "serve_job.py"
     script.write_text(readme_block("serve-job"))

@@ -149,6 +149,7 @@ async def test_an_error_never_carries_the_whole_prompt(session_id):
 # 9. A changed conversation re-executes everything after the change.
 
 
+@pytest.mark.slow
 async def test_another_prompt_in_the_same_session_reruns_its_tools(session_id):
     calls: list[str] = []
 
@@ -212,6 +213,7 @@ def _fill(disk: Path) -> None:
             pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("when", ["before the run", "during the run"])
 def test_a_full_disk_fails_the_run_with_a_storage_error(tmp_path, session_id, full_disk, when):
     (tmp_path / "log").mkdir()
@@ -237,6 +239,7 @@ def test_a_full_disk_fails_the_run_with_a_storage_error(tmp_path, session_id, fu
     assert not list(full_disk.rglob("*.part")), "no temporary file is left behind"
 
 
+@pytest.mark.slow
 def test_a_torn_record_is_reported_and_its_step_runs_again(tmp_path, session_id, storage):
     code, result, err = finish(child(session_id, str(tmp_path)))
     assert code == 0 and result is not None and result.status == "completed", err[-2000:]
@@ -253,6 +256,7 @@ def test_a_torn_record_is_reported_and_its_step_runs_again(tmp_path, session_id,
 # 11. Infrastructure errors are reported, not raised.
 
 
+@pytest.mark.slow
 async def test_a_prefect_api_that_stays_down_is_a_failed_result(session_id, monkeypatch):
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
     monkeypatch.setenv("PREFECT_CLIENT_MAX_RETRIES", "0")
@@ -264,6 +268,7 @@ async def test_a_prefect_api_that_stays_down_is_a_failed_result(session_id, monk
     assert time.monotonic() - started < 120
 
 
+@pytest.mark.slow
 async def test_a_flow_run_refused_with_503_is_retried_and_completes(session_id, monkeypatch):
     from helpers.flaky_api import flaky_api
 
@@ -337,6 +342,7 @@ def test_four_processes_of_ten_runs_against_one_server(session_id):
     assert completed >= 30, f"only {completed} of 40 runs completed against one SQLite server"
 
 
+@pytest.mark.slow
 async def test_over_acp_another_prompt_reruns_a_served_call_with_the_same_arguments(agent, session_id):
     """Served call ids derive from name and arguments, so before keys chained, a rerun with
     another prompt always replayed the old run's served results."""

@@ -66,6 +66,7 @@ def related(event: Event) -> dict[str, str]:
     return {resource.role: resource.id for resource in event.related if resource.role in ("flow-run", "tool")}
 
 
+@pytest.mark.slow
 async def test_a_run_that_waits_then_completes_emits_each_event_once(session_id):
     model = ScriptedModel(
         [
@@ -127,6 +128,7 @@ async def test_a_run_that_waits_then_completes_emits_each_event_once(session_id)
     assert completed.payload["metrics"]["replayed_tool_calls"] == 2
 
 
+@pytest.mark.slow
 async def test_an_approved_call_that_fails_emits_one_tool_failed_and_its_replay_none(session_id):
     call = {"tool_calls": [{"name": "detonate", "arguments": {"target": "R4"}}]}
     async with await Toolkit.load(tools=[detonate]) as toolkit:
@@ -162,6 +164,7 @@ async def test_an_approved_call_that_fails_emits_one_tool_failed_and_its_replay_
     }
 
 
+@pytest.mark.slow
 async def test_a_failed_run_emits_its_error(session_id):
     model = ScriptedModel([{"tool_calls": [{"name": "launch", "arguments": {"rocket": "R2"}}]}] * 2)
     async with await Toolkit.load(tools=[launch]) as toolkit:
@@ -194,6 +197,7 @@ class Inbox(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 async def test_the_readme_automation_notifies_when_a_run_waits(session_id):
     inbox = HTTPServer(("127.0.0.1", 0), Inbox)
     threading.Thread(target=inbox.serve_forever, daemon=True).start()

@@ -39,6 +39,7 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
         ),
     ],
 )
+@pytest.mark.slow
 def test_example_runs(script, expected):
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / script)], capture_output=True, text=True, timeout=300, env=os.environ.copy()

@@ -29,6 +29,7 @@ def model(request: ModelRequest):
     return "done"
 
 
+@pytest.mark.slow
 async def test_the_turn_key_hashes_the_same_bytes_at_turn_29_as_at_turn_2(monkeypatch, session_id):
     hashed: dict[int, int] = {}
     real = keys.step_key
@@ -47,6 +48,7 @@ async def test_the_turn_key_hashes_the_same_bytes_at_turn_29_as_at_turn_2(monkey
     assert hashed[TURNS - 1] * 10 < transcript, "a turn hashes its new messages, not the transcript"
 
 
+@pytest.mark.slow
 async def test_the_end_of_a_run_visits_as_many_objects_at_30_turns_as_at_2(monkeypatch, session_id):
     """Prefect walks a flow's return value for futures, object by object (12-40 ms at 200
     turns): the run's result reaches the client without a walk through its transcript."""

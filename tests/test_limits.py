@@ -86,6 +86,7 @@ def unique(label: str) -> str:
     return f"{label}-{uuid.uuid4().hex[:8]}"
 
 
+@pytest.mark.slow
 async def test_six_runs_keep_at_most_max_concurrent_turns_in_flight(session_id):
     model = Timed(0.4, runs=6)
     await gathered(model, 6, session_id, limit=unique("two"), max_concurrent=2)
@@ -93,6 +94,7 @@ async def test_six_runs_keep_at_most_max_concurrent_turns_in_flight(session_id):
     assert most_in_flight(model.intervals) == 2, model.intervals
 
 
+@pytest.mark.slow
 async def test_without_a_limit_the_same_runs_overlap_more(session_id):
     """The control of the test above: unlimited, more than two turns run at once."""
     model = Timed(0.4, runs=6)
@@ -100,6 +102,7 @@ async def test_without_a_limit_the_same_runs_overlap_more(session_id):
     assert most_in_flight(model.intervals) > 2, model.intervals
 
 
+@pytest.mark.slow
 async def test_per_minute_spaces_the_starts_of_turns(session_id):
     """120 a minute: one start every 0.5 s, so four turns cannot all start within 1.5 s
     (unlimited, they start within a few hundredths). An ordering guarantee, generously
@@ -111,6 +114,7 @@ async def test_per_minute_spaces_the_starts_of_turns(session_id):
     assert min(gaps) > 0.4, gaps
 
 
+@pytest.mark.slow
 async def test_a_replayed_turn_takes_no_slot_and_a_new_one_waits_for_it(session_id):
     """With the one slot held elsewhere, a finished session replays at once (its turn does
     not call the model), while a new session's turn waits until the slot is free."""

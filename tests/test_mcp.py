@@ -42,6 +42,7 @@ def http_server() -> Iterator[tuple[str, str]]:
     process.wait(timeout=10)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_stdio_server_tools_are_listed_and_called(monkeypatch):
     monkeypatch.setenv("NF_TEST_SECRET", "from-parent")
@@ -57,6 +58,7 @@ async def test_stdio_server_tools_are_listed_and_called(monkeypatch):
         assert broken.is_error and broken.content.startswith('error: tool "broken" failed:')
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_tool_prefix_and_config_file(tmp_path):
     path = tmp_path / "mcp.json"
@@ -118,6 +120,7 @@ async def test_a_server_that_exits_at_start_reports_its_stderr():
     assert "config file missing: /etc/x.toml" in str(caught.value)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_server_that_never_answers_fails_within_its_startup_timeout():
     """startupTimeout bounds the whole start: the MCP SDK's own protocol probe waits 10 s,
@@ -186,6 +189,7 @@ async def test_unreadable_config_file(tmp_path):
         await Toolkit.load(mcp_config=tmp_path / "bad.json")
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_server")
 @pytest.mark.anyio
 async def test_mcp_over_stdio_and_http_and_skills_used_by_a_run(http_server, monkeypatch, tmp_path, session_id):

@@ -26,6 +26,7 @@ def ask(conversation: str, prompt: str) -> RunResult:
     return RunResult.model_validate_json(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_ask_remembers_the_previous_exchange_in_a_new_process(session_id):
     assert ask(session_id, "My name is Ann.").text == "Nice to meet you."
     second = ask(session_id, "What is my name?")

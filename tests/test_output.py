@@ -130,6 +130,7 @@ async def test_an_invalid_answer_is_sent_back_with_its_errors_and_repaired(trans
     assert seen.result.messages[-2] == UserMessage(content=repair)
 
 
+@pytest.mark.slow
 async def test_an_answer_still_invalid_after_the_repairs_fails_the_run(transport, session_id):
     seen = await transport(["not json", "[]"], session_id, output_retries=1)
     assert seen.result.status == "failed" and seen.result.output is None
@@ -239,6 +240,7 @@ async def test_no_output_type_leaves_output_empty_and_the_body_unchanged(session
     assert model.requests[0].response_format is None and "response_format" not in model.requests[0].body()
 
 
+@pytest.mark.slow
 async def test_outputs_survive_the_flow_result_in_and_out_of_a_subflow(session_id):
     model = ScriptedModel([VALID, "[1, 2, 3]", '{"x": 1, "y": 2}', VALID])
     client = create_in_process_client(model)

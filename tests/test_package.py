@@ -98,6 +98,7 @@ def test_every_imported_distribution_is_declared() -> None:
     assert not missing
 
 
+@pytest.mark.slow
 def test_the_wheel_ships_py_typed(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
@@ -112,6 +113,7 @@ def test_the_wheel_ships_py_typed(tmp_path: Path) -> None:
     assert "nexusflow/testing/server/core.py" in names
 
 
+@pytest.mark.slow
 def test_importing_nexusflow_does_not_import_prefect():
     """The command's --help and a user's import stay fast: public names load on first use."""
     import subprocess
@@ -127,6 +129,7 @@ def test_importing_nexusflow_does_not_import_prefect():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_client_loads_no_mcp_sdk_until_a_run_uses_mcp() -> None:
     """The MCP SDK costs ~0.4 s to import; only an MCP toolkit or an ACP run's served toolkit
     needs it, and they import it when they start."""
@@ -138,6 +141,7 @@ def test_a_client_loads_no_mcp_sdk_until_a_run_uses_mcp() -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_in_process_client_loads_neither_cli_nor_acp_transport() -> None:
     """An in-process model needs neither agent-CLI transport (about 25 ms of imports):
     ``create_cli_client`` lives apart from the client and brings them."""

@@ -153,6 +153,7 @@ async def test_the_turn_ends_at_once_after_the_cli_exits(record):
     assert await gone(launched["daemon"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ending", ["timeout", "cancel"])
 async def test_a_setsid_grandchild_is_killed_on_timeout_and_on_cancellation(record, ending):
     transport = script_transport(DAEMON, "tagged", "hang", record=record, timeout=2 if ending == "timeout" else 60)

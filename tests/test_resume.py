@@ -27,6 +27,7 @@ def lines(path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_without_repeating_finished_steps(tmp_path, session_id):
     crashed = run_child(session_id, str(tmp_path))
     assert crashed.returncode == 17, crashed.stderr[-3000:]

@@ -95,6 +95,7 @@ async def run(client, session_id):
     return await client.run("go", Toolkit(), session_id=session_id)
 
 
+@pytest.mark.slow
 async def test_a_429_twice_is_retried_and_each_retry_is_counted_and_logged(api, session_id):
     model = api([429, 429, 200])
     result = await run(create_in_process_client(model.generate, model_retries=2, **FAST), session_id)
@@ -276,6 +277,7 @@ def test_a_retry_on_pattern_that_is_not_a_regular_expression_fails_at_once(fake)
         cli_client(fake, retry_on=["rate (limit"])
 
 
+@pytest.mark.slow
 async def test_an_acp_error_matching_retry_on_is_retried_with_the_same_prompt(agent, session_id):
     """The second exchange of a conversation opens a fresh session and sends it the whole
     transcript; the retry must send all of it again, not only what follows the last answer."""
@@ -331,6 +333,7 @@ def readme_block(marker: str) -> str:
     return found.group(1)
 
 
+@pytest.mark.slow
 def test_the_readme_retries_snippet_runs(tmp_path):
     script = tmp_path / "retries.py"
     script.write_text(readme_block("model-retries"))

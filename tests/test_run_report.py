@@ -106,6 +106,7 @@ async def test_the_summary_lists_every_step_and_the_metrics(session_id):
     assert "Oslo is 12 C" in str(transcript.data)
 
 
+@pytest.mark.slow
 async def test_the_progress_artifact_follows_the_turns(session_id):
     key = f"progress-{slug(session_id)}"
     model = ScriptedModel(
@@ -126,6 +127,7 @@ async def test_the_progress_artifact_follows_the_turns(session_id):
     assert progress.description == "3 of at most 10 turns, completed"
 
 
+@pytest.mark.slow
 async def test_a_failed_run_has_its_summary_and_progress(session_id):
     model = ScriptedModel([{"tool_calls": [{"name": "slow", "arguments": {}}]}] * 3)
     async with await Toolkit.load(tools=[slow]) as toolkit:
@@ -139,6 +141,7 @@ async def test_a_failed_run_has_its_summary_and_progress(session_id):
     assert progress.data == 100.0 and progress.description == "2 of at most 2 turns, failed"
 
 
+@pytest.mark.slow
 async def test_a_pending_run_says_how_to_answer_it(session_id):
     model = ScriptedModel([{"tool_calls": [{"name": "launch", "arguments": {}}]}, "launched"])
     async with await Toolkit.load(tools=[launch]) as toolkit:

@@ -92,6 +92,7 @@ def test_the_nexusflow_loggers_redact_messages_arguments_and_tracebacks(caplog, 
     ],
     ids=["exit-status", "json-answer", "capped"],
 )
+@pytest.mark.slow
 async def test_a_cli_printing_its_key_fails_the_run_with_the_key_redacted_everywhere(
     secret, session_id, caplog, stream, printed, exit_code, answer_field, expected
 ):
@@ -140,6 +141,7 @@ async def test_an_mcp_server_printing_its_token_on_stderr_is_logged_redacted(mon
     assert token not in caplog.text
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("prefect_server")
 @pytest.mark.parametrize("capabilities", [HTTP, {}], ids=["http", "stdio-bridge"])
 async def test_an_acp_agent_printing_our_bearer_token_is_logged_redacted(agent, session_id, caplog, capabilities):

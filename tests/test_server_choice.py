@@ -59,6 +59,7 @@ def homes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Home]]
         yield {name: Home(path, env, server, served(server)) for name, (path, env, server) in started.items()}
 
 
+@pytest.mark.slow
 def test_a_python_program_uses_the_server_of_its_own_home(homes):
     a, b = homes["a"], homes["b"]
     started = time.monotonic()
@@ -71,6 +72,7 @@ def test_a_python_program_uses_the_server_of_its_own_home(homes):
     print(f"a run against its home's server: {time.monotonic() - started:.1f}s")
 
 
+@pytest.mark.slow
 def test_the_command_uses_the_server_of_its_own_home(homes):
     a, b = homes["a"], homes["b"]
     done = subprocess.run([sys.executable, "-m", "nexusflow", "demo"], capture_output=True, text=True, env=b.env)
@@ -83,6 +85,7 @@ def test_the_command_uses_the_server_of_its_own_home(homes):
     assert noise(done.stderr) == [], done.stderr
 
 
+@pytest.mark.slow
 def test_prefect_api_url_wins_over_the_homes_server(homes):
     a, b = homes["a"], homes["b"]
     result, stderr = python({**a.env, "PREFECT_API_URL": b.url})
@@ -90,6 +93,7 @@ def test_prefect_api_url_wins_over_the_homes_server(homes):
     assert f"using the Prefect server at {b.url} (PREFECT_API_URL)" in stderr
 
 
+@pytest.mark.slow
 def test_a_second_server_for_a_home_is_refused_in_one_line(homes):
     a = homes["a"]
     done = subprocess.run(
@@ -99,6 +103,7 @@ def test_a_second_server_for_a_home_is_refused_in_one_line(homes):
     assert done.stderr == f"nexusflow: a server for {a.path} is already running at {a.url}\n"
 
 
+@pytest.mark.slow
 def test_without_a_live_server_of_its_own_a_home_runs_embedded(homes, tmp_path):
     """Home c finds another home's server on its default address (``PREFECT_SERVER_API_PORT``
     is a's port: the command used to take any server there); home b's server was SIGKILLed
@@ -125,6 +130,7 @@ def test_without_a_live_server_of_its_own_a_home_runs_embedded(homes, tmp_path):
         assert noise(err) == [], err
 
 
+@pytest.mark.slow
 def test_a_stopped_server_takes_its_record_with_it(homes):
     a = homes["a"]
     a.server.terminate()

@@ -76,6 +76,7 @@ async def test_a_free_limit_left_by_earlier_leases_is_taken_at_once(session_id):
     assert await lock_of(session_id) is None
 
 
+@pytest.mark.slow
 async def test_an_orphaned_slot_of_earlier_leases_is_taken_over_once_its_beat_is_stale(session_id, monkeypatch):
     """Its slot taken for ever (the lease was lost with the server's memory), its beat record
     in the old form, without a lock id."""
@@ -95,6 +96,7 @@ async def test_an_orphaned_slot_of_earlier_leases_is_taken_over_once_its_beat_is
     assert await lock_of(session_id) is None
 
 
+@pytest.mark.slow
 async def test_a_lock_that_keeps_coming_back_unbeaten_ends_the_take_over_with_the_pinned_error(session_id, monkeypatch):
     """Each time the lock is deleted, something creates it again first and never beats (a
     contender that crashes over and over, winning every race): the take-over gives up
@@ -126,6 +128,7 @@ async def test_a_lock_that_keeps_coming_back_unbeaten_ends_the_take_over_with_th
         await client.delete_global_concurrency_limit_by_name(name)
 
 
+@pytest.mark.slow
 async def test_a_holder_that_stood_still_and_lost_its_lock_stops_before_its_next_turn(session_id, monkeypatch):
     """The tool blocks the event loop (no beat) while another run deletes the lock and takes
     the session: when it wakes, the run stops, the new holder's lock stays, and the model
@@ -176,6 +179,7 @@ async def test_a_lock_delete_refused_with_503_is_retried_by_nexusflow_not_by_pre
     assert "retryable status code 503" not in caplog.text
 
 
+@pytest.mark.slow
 async def test_a_lock_that_cannot_be_deleted_is_taken_over_by_the_next_run(session_id, monkeypatch, caplog):
     """The run that finished is not failed for it; the lock it leaves stops beating."""
     monkeypatch.setattr(locks, "DELETE_ATTEMPTS", 2)

@@ -65,6 +65,7 @@ async def test_runs_started_together_wait_for_one_lookup(monkeypatch, session_id
     assert len({id(found) for found in stored}) == 1
 
 
+@pytest.mark.slow
 def test_runs_in_threads_looking_up_at_once_all_finish(monkeypatch):
     """Synchronous tasks mapped in a flow each call ``run_sync`` in a thread with its own event
     loop. A lookup lock shared across those loops woke a waiter from the wrong thread, and it
@@ -91,6 +92,7 @@ def test_runs_in_threads_looking_up_at_once_all_finish(monkeypatch):
     assert len(found) == 4
 
 
+@pytest.mark.slow
 async def test_a_second_server_gets_its_own_local_storage_block(monkeypatch, tmp_path):
     """A process that talks to two servers saves the block on each: one saved on the first
     is unknown to the second, where a task run could not use it."""
@@ -184,6 +186,7 @@ async def test_a_record_that_cannot_be_synced_fails_the_run_before_the_next_step
     assert not list((storage / session_id / "0" / "turn").glob("*")), "the unsynced record (or a temp file) is left"
 
 
+@pytest.mark.slow
 async def test_a_large_step_record_is_stored_whole_and_replays(session_id, storage):
     """A 5 MB tool result goes through the same write as a small one (in place, then synced
     behind the run) and comes back byte for byte when the session runs again."""

@@ -70,6 +70,7 @@ async def run(model, *, session_id, tools=(deploy,), **options) -> RunResult:
         return await create_in_process_client(model, **options).run("go", toolkit, session_id=session_id)
 
 
+@pytest.mark.slow
 async def test_without_wait_for_the_run_ends_pending_and_resumes_in_a_new_process(tmp_path, session_id):
     def child(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -117,6 +118,7 @@ async def test_resume_refuses_what_it_cannot_continue(session_id):
         await client.resume(session_id, Answer(id="x", ok=True))
 
 
+@pytest.mark.slow
 async def test_answers_reach_the_model(session_id):
     ran.clear()
     model = ScriptedModel([calls(("deploy", {"service": "api"})), lambda r: tool_texts(r)[0]])
@@ -140,6 +142,7 @@ async def test_a_second_suspension_of_the_same_call_is_unresolved(session_id):
     assert result.text == "unresolved: Really now?"
 
 
+@pytest.mark.slow
 async def test_several_suspensions_are_asked_in_call_order(session_id):
     asked: list[Request] = []
     model = ScriptedModel(
@@ -183,6 +186,7 @@ async def test_an_approval_policy_asks_before_the_tool_runs(session_id):
     assert [r.tool for r in asked] == ["remove"]
 
 
+@pytest.mark.slow
 async def test_a_concurrency_limit_holds_across_parallel_calls(session_id):
     lock = threading.Lock()
     state = {"now": 0, "max": 0}

@@ -78,6 +78,7 @@ def assert_entries_match(steps: Steps, runs: list[TaskRun]) -> None:
         assert entry.seconds >= 0 and (entry.seconds == 0 or not entry.replayed)
 
 
+@pytest.mark.slow
 async def test_names_states_and_logs_of_a_turn_and_its_calls_and_the_replay(session_id, recorded):
     fragile_runs.clear()
     model = ScriptedModel(
@@ -155,6 +156,7 @@ async def test_secrets_are_redacted_and_long_results_cut_in_a_tool_runs_logs(ses
     assert everything and not any(secret in line for line in everything)
 
 
+@pytest.mark.slow
 async def test_a_suspended_call_awaits_and_the_approved_call_runs_again_by_name(session_id, recorded):
     model = ScriptedModel([calls(("deploy", {"service": "api"})), "done"])
     client = create_in_process_client(model)
@@ -201,6 +203,7 @@ async def test_a_suspended_call_awaits_and_the_approved_call_runs_again_by_name(
     ]
 
 
+@pytest.mark.slow
 async def test_waits_are_named_by_their_decision_and_repeats_keep_their_suffix(session_id, recorded):
     decisions = {
         "api": Answer(id="", ok=True),
@@ -240,6 +243,7 @@ async def test_waits_are_named_by_their_decision_and_repeats_keep_their_suffix(s
     assert_entries_match(recorded[0], runs)
 
 
+@pytest.mark.slow
 async def test_a_slow_call_shows_its_arguments_while_it_runs_and_its_result_after(session_id):
     """A quick call logs one line; one still running after ``ANNOUNCED_AFTER`` seconds shows
     its arguments then, read from the server while the tool still runs."""
@@ -272,6 +276,7 @@ async def test_a_slow_call_shows_its_arguments_while_it_runs_and_its_result_afte
     assert await task_run_logs(named["tool-0-lookup"]) == ['arguments: {"key": "k1"} · result: value-of-k1']
 
 
+@pytest.mark.slow
 async def test_a_call_that_blocks_the_event_loop_past_the_announcement_still_shows_its_arguments(session_id):
     """The announcement's timer is due when the call returns, but the loop never got to run
     it: the one line must still carry the arguments."""

@@ -29,6 +29,7 @@ def warnings_about(caplog: pytest.LogCaptureFixture, name: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 async def test_a_hung_sync_tool_times_out_at_its_deadline_and_its_late_result_is_dropped(session_id, caplog):
     caplog.set_level(logging.WARNING, logger="nexusflow.toolkit")
     release, finished = threading.Event(), threading.Event()
@@ -119,6 +120,7 @@ async def test_a_timeout_is_retried_when_retry_on_names_timeout_error():
     assert result.content == "attempt 2" and not result.is_error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["shielded", "blocking"])
 async def test_an_async_tool_that_ignores_cancellation_has_its_late_result_dropped(how, caplog):
     caplog.set_level(logging.WARNING, logger="nexusflow.toolkit")

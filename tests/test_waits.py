@@ -91,6 +91,7 @@ async def run_answered_by(session_id: str, wait_for, answer) -> RunResult:
     return box["result"]
 
 
+@pytest.mark.slow
 async def test_pause_approved_with_resume_flow_run_from_another_process(session_id):
     ran.clear()
 
@@ -107,6 +108,7 @@ async def test_pause_approved_with_resume_flow_run_from_another_process(session_
     assert ran == ["1.2"]
 
 
+@pytest.mark.slow
 async def test_pause_answered_with_the_command(session_id):
     ran.clear()
 
@@ -124,6 +126,7 @@ async def test_pause_answered_with_the_command(session_id):
     assert ran == ["1.2"]
 
 
+@pytest.mark.slow
 async def test_an_untouched_form_is_refused_and_the_log_says_how_to_answer(session_id):
     ran.clear()
 
@@ -157,6 +160,7 @@ async def test_an_untouched_form_is_refused_and_the_log_says_how_to_answer(sessi
     assert not [message for level, message in lines if level >= 40]
 
 
+@pytest.mark.slow
 async def test_a_suspended_job_says_how_to_answer_and_logs_no_error(session_id):
     """A deployment's run, started as a process worker starts it (``prefect.flow_engine``)."""
     from nexusflow.flows.job import agent_job
@@ -191,6 +195,7 @@ async def test_a_suspended_job_says_how_to_answer_and_logs_no_error(session_id):
     assert not [message for level, message in lines if level >= 40]
 
 
+@pytest.mark.slow
 async def test_a_pause_that_times_out_is_expired(session_id):
     result = await run_answered_by(session_id, PrefectPause(timeout=2, poll_interval=1), None)
     assert result.status == "completed", result.error
@@ -203,6 +208,7 @@ EMIT = (
 )
 
 
+@pytest.mark.slow
 async def test_an_event_emitted_before_the_wait_resolves_it(session_id):
     resource = f"ci.build.{session_id}"
     child(sys.executable, "-c", EMIT, "ci.build.finished", resource, json.dumps({"status": "green"}))
@@ -210,6 +216,7 @@ async def test_an_event_emitted_before_the_wait_resolves_it(session_id):
     assert result.text == "released 1.2 ({'status': 'green'})"
 
 
+@pytest.mark.slow
 async def test_an_event_emitted_during_the_wait_from_another_process_resolves_it(session_id):
     resource = f"ci.build.{session_id}"
 
@@ -225,6 +232,7 @@ async def test_an_event_emitted_during_the_wait_from_another_process_resolves_it
     assert result.text == "released 1.2 ({'status': 'late'})"
 
 
+@pytest.mark.slow
 async def test_an_event_about_another_resource_does_not(session_id):
     child(sys.executable, "-c", EMIT, "ci.build.finished", "ci.build.other", "{}")
     wait = EventWait("ci.build.finished", resource=f"ci.build.{session_id}", timeout=3)
@@ -232,6 +240,7 @@ async def test_an_event_about_another_resource_does_not(session_id):
     assert result.text == "expired: May I release 1.2?"
 
 
+@pytest.mark.slow
 async def test_polling_resolves_when_the_condition_holds(session_id):
     polls: list[str] = []
 
@@ -247,6 +256,7 @@ async def test_polling_resolves_when_the_condition_holds(session_id):
     assert never.text == "expired: May I release 1.2?"
 
 
+@pytest.mark.slow
 def test_run_answer_on_the_command_line(tmp_path, session_id):
     tools = tmp_path / "shiptools.py"
     tools.write_text(
