@@ -77,7 +77,7 @@ async def _committed_as_they_finish() -> AsyncIterator[None]:
     """Inside a transaction (a task run's: a user's @task, a tool that runs an agent), Prefect
     stores the steps' records only when it ends, so a crash would lose every finished turn.
     Committed eagerly, each step is stored as it finishes, as in a run of its own. Elsewhere
-    no transaction is opened: one costs ~3 ms of CPU per turn and a tool call."""
+    no transaction is opened: one costs CPU on every turn and tool call (``benchmarks/README.md``)."""
     if get_transaction() is None:
         yield
         return

@@ -62,8 +62,8 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     session runs in one flow run at a time.
 
     The result goes back to ``Client.run`` quoted and unpersisted: its steps are already
-    stored, and Prefect walks a flow's return value for futures, object by object (12-40 ms
-    at 200 turns), which a quote stops at the top."""
+    stored, and Prefect walks a flow's return value for futures, object by object (a cost that
+    grows with the run, ``benchmarks/README.md``), which a quote stops at the top."""
     if live is None:
         raise NoRuntimeError()
     options = live.options

@@ -76,7 +76,7 @@ class Steps:
         self._configured: dict[Any, Any] = {}
 
     def configured(self, task: Any, options: StepOptions) -> Any:
-        """The task with its kind's options, made once per run (0.5 ms each)."""
+        """The task with its kind's options, made once per run, not once per step."""
         if task not in self._configured:
             self._configured[task] = task.with_options(**options.task_options(self.storage))
         return self._configured[task]

@@ -33,9 +33,9 @@ from .shown import shown
 from .stored import note_unstored
 
 ANNOUNCED_AFTER = 1.0
-"""Seconds after which a running call's page shows its arguments. A log line costs a turn
-about 0.7-0.9 ms on its way to Prefect's API (``benchmarks/turn_costs.py``), so a quick call logs
-one line: arguments and result together."""
+"""Seconds after which a running call's page shows its arguments. A log line costs a turn its trip
+to Prefect's API (``benchmarks/README.md``, ``turn_costs.py``), so a quick call logs one line:
+arguments and result together."""
 
 
 class ToolRecord(BaseModel):

@@ -166,7 +166,7 @@ async def model_turn(session_id: str, step: int, key: str, request: ModelRequest
 def _log_decision(record: TurnRecord) -> None:
     """One line: what the model decided (the calls it made, an ACP agent's own calls during
     the turn first, else its answer), then what the turn cost. One line, not two: each log
-    line costs a turn about 0.7-0.9 ms on its way to the API (``benchmarks/turn_costs.py``)."""
+    line costs a turn its trip to the API (``benchmarks/README.md``, ``turn_costs.py``)."""
     reply = record.reply
     served = [call for m in reply.steps if isinstance(m, AssistantMessage) for call in m.tool_calls or []]
     parts: list[str] = []
