@@ -38,6 +38,10 @@ def option_refused(where: str, option: str, why: str, value: object) -> Argument
     return ArgumentError(f"{where}: {option}: {why}, not {_shown(value)}", option)
 
 
+def setting_refused(variable: str, why: str, value: object) -> ArgumentError:
+    return ArgumentError(f"{variable}: {why}, not {_shown(value)}", variable)
+
+
 def option_unknown(where: str, option: str, known: list[str]) -> ArgumentError:
     return ArgumentError(f"{where}: {option} is not an option (the options: {', '.join(sorted(known))})", option)
 

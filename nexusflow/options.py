@@ -13,6 +13,7 @@ from .limits import SubscriptionLimit
 from .memory import ConversationStore
 from .messages import Answer, Request
 from .policies import ToolPolicy
+from .settings import current_settings
 from .task_config import TaskConfig
 
 WaitFor = Callable[[Request], Awaitable[Answer]]
@@ -26,7 +27,7 @@ class ClientOptions(BaseModel):
 
     model: str | None = None
     system_prompt: str | None = None
-    max_turns: int = Field(default=20, ge=1)
+    max_turns: int = Field(default_factory=lambda: current_settings().max_turns, ge=1)
     before_llm: BeforeLlm | None = None
     after_llm: AfterLlm | None = None
     before_tool: BeforeTool | None = None
@@ -37,14 +38,22 @@ class ClientOptions(BaseModel):
     task_config: TaskConfig = Field(default_factory=TaskConfig)
     subscription: SubscriptionLimit | None = None
     model_retries: int = Field(
-        default=0, ge=0, description="Further attempts of a turn that failed with a TransientError (off by default)."
+        default_factory=lambda: current_settings().model_retries,
+        ge=0,
+        description="Further attempts of a turn that failed with a TransientError (off by default).",
     )
     model_retry_wait: float = Field(
-        default=1.0, ge=0, description="Seconds before the first retry; doubled each time, plus jitter, capped."
+        default_factory=lambda: current_settings().model_retry_wait,
+        ge=0,
+        description="Seconds before the first retry; doubled each time, plus jitter, capped.",
     )
     output_type: Any = Field(
         default=None,
         description="What the final answer must be: a pydantic model or any type a TypeAdapter takes"
         " (None or str: plain text).",
     )
-    output_retries: int = Field(default=2, ge=0, description="How many invalid final answers are sent back.")
+    output_retries: int = Field(
+        default_factory=lambda: current_settings().output_retries,
+        ge=0,
+        description="How many invalid final answers are sent back.",
+    )

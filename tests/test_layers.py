@@ -39,6 +39,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "nexusflow._env",
             "nexusflow._imports",
             "nexusflow.task_config",
+            "nexusflow.settings",
         ),
     ),
     (1, ("nexusflow.messages", "nexusflow.errors")),
