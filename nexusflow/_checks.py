@@ -48,6 +48,9 @@ def build(where: str, kind: type[Model], /, **fields: Any) -> Model:
     try:
         return kind(**fields)
     except ValidationError as exc:
+        cause = exc.errors()[0].get("ctx", {}).get("error")
+        if isinstance(cause, ArgumentError):  # a validator's own refusal (a NEXUSFLOW_* variable) reads as it is
+            raise cause from None
         raise refusal(where, exc, list(kind.model_fields)) from None
 
 

@@ -3,17 +3,18 @@ client so that flows and tasks never import the client."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
 from .limits import SubscriptionLimit
 from .memory import ConversationStore
 from .messages import Answer, Request
 from .policies import ToolPolicy
-from .settings import current_settings
+from .settings import ENV_PREFIX, environment_defaults
 from .task_config import TaskConfig
 
 WaitFor = Callable[[Request], Awaitable[Answer]]
@@ -27,7 +28,7 @@ class ClientOptions(BaseModel):
 
     model: str | None = None
     system_prompt: str | None = None
-    max_turns: int = Field(default_factory=lambda: current_settings().max_turns, ge=1)
+    max_turns: int = Field(default=20, ge=1)
     before_llm: BeforeLlm | None = None
     after_llm: AfterLlm | None = None
     before_tool: BeforeTool | None = None
@@ -38,12 +39,12 @@ class ClientOptions(BaseModel):
     task_config: TaskConfig = Field(default_factory=TaskConfig)
     subscription: SubscriptionLimit | None = None
     model_retries: int = Field(
-        default_factory=lambda: current_settings().model_retries,
+        default=0,
         ge=0,
         description="Further attempts of a turn that failed with a TransientError (off by default).",
     )
     model_retry_wait: float = Field(
-        default_factory=lambda: current_settings().model_retry_wait,
+        default=1.0,
         ge=0,
         description="Seconds before the first retry; doubled each time, plus jitter, capped.",
     )
@@ -53,7 +54,15 @@ class ClientOptions(BaseModel):
         " (None or str: plain text).",
     )
     output_retries: int = Field(
-        default_factory=lambda: current_settings().output_retries,
+        default=2,
         ge=0,
         description="How many invalid final answers are sent back.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_fills_in(cls, data: Any) -> Any:
+        """What the arguments leave out, the ``NEXUSFLOW_*`` variables set (one read a client)."""
+        if isinstance(data, dict) and any(name.startswith(ENV_PREFIX) for name in os.environ):
+            return {**environment_defaults(), **data}
+        return data

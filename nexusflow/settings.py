@@ -11,11 +11,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import setting_refused
 
+ENV_PREFIX = "NEXUSFLOW_"
+
 
 class NexusflowSettings(BaseSettings):
     """``NEXUSFLOW_MAX_TURNS=40`` sets ``max_turns``, and so on for each field."""
 
-    model_config = SettingsConfigDict(env_prefix="NEXUSFLOW_", extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
     max_turns: int = Field(default=20, ge=1, description="Turns after which a run fails with MaxTurnsError.")
     model_retries: int = Field(
@@ -33,5 +35,11 @@ def current_settings() -> NexusflowSettings:
         return NexusflowSettings()
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = f"NEXUSFLOW_{'_'.join(str(part) for part in first['loc']).upper()}"
+        name = f"{ENV_PREFIX}{'_'.join(str(part) for part in first['loc']).upper()}"
         raise setting_refused(name, first["msg"][:1].lower() + first["msg"][1:], first.get("input")) from None
+
+
+def environment_defaults() -> dict[str, object]:
+    """Only the settings the environment sets: a client's own defaults stay its own."""
+    settings = current_settings()
+    return {name: getattr(settings, name) for name in settings.model_fields_set}
