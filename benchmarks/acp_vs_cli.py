@@ -24,7 +24,7 @@ from real_agents import ScopedSession
 
 from nexusflow import AcpLaunch, CliStyle, ModelRequest, Toolkit, tool
 from nexusflow.transports.acp.transport import AcpConfig, AcpTransport
-from nexusflow.transports.cli import CliConfig, CliTransport
+from nexusflow.transports.oneshot import CliConfig, CliTransport
 
 AGENT = Path(__file__).parent.parent / "tests" / "helpers" / "acp_agent.py"
 

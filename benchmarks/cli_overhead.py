@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 
 from nexusflow import CliStyle, ModelRequest
-from nexusflow.transports.cli import CliConfig, CliTransport, render
+from nexusflow.transports.oneshot import CliConfig, CliTransport, render
 
 FAKE = """\
 import sys

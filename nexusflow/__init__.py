@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     )
     from .events import RunFinished, StreamEvent, TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
     from .flows import agent_run
-    from .limits import SubscriptionLimit
     from .memory import ConversationStore, LocalConversationStore, StorageConversationStore
     from .messages import (
         Answer,
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     )
     from .options import ClientOptions
     from .policies import ToolPolicy
+    from .subscription import SubscriptionLimit
     from .suspension import Suspended, Suspension, current_answer, suspend
     from .task_config import StepOptions, TaskConfig
     from .tasks.keys import POSITIONAL_KEY, PositionalKey
@@ -55,19 +55,19 @@ if TYPE_CHECKING:
     from .testing import follow_prompt as follow_prompt
     from .toolkit import FunctionTool, Tool, Toolkit, tool
     from .transports.choice import Transport
-    from .transports.cli import UNVERIFIED, AcpLaunch, CliStyle, CliStyles, load_cli_style
+    from .transports.oneshot import UNVERIFIED, AcpLaunch, CliStyle, CliStyles, load_cli_style
     from .waits import AnswerForm, DeploymentSuspension, EventWait, Polling, PrefectPause, answer_flow_run
 
 _WHERE: dict[str, str] = {
     "AcpError": "errors",
-    "AcpLaunch": "transports.cli",
+    "AcpLaunch": "transports.oneshot",
     "AgentTool": "compose",
     "Answer": "messages",
     "AnswerForm": "waits",
     "AssistantMessage": "messages",
     "CliError": "errors",
-    "CliStyle": "transports.cli",
-    "CliStyles": "transports.cli",
+    "CliStyle": "transports.oneshot",
+    "CliStyles": "transports.oneshot",
     "Client": "client",
     "ClientOptions": "options",
     "ConversationStore": "memory",
@@ -98,7 +98,7 @@ _WHERE: dict[str, str] = {
     "SessionIdError": "errors",
     "StepOptions": "task_config",
     "StreamEvent": "events",
-    "SubscriptionLimit": "limits",
+    "SubscriptionLimit": "subscription",
     "SubscriptionLimitError": "errors",
     "Suspended": "suspension",
     "Suspension": "suspension",
@@ -119,7 +119,7 @@ _WHERE: dict[str, str] = {
     "TransientError": "errors",
     "Transport": "transports.choice",
     "TurnStats": "messages",
-    "UNVERIFIED": "transports.cli",
+    "UNVERIFIED": "transports.oneshot",
     "Usage": "messages",
     "UserMessage": "messages",
     "agent_run": "flows",
@@ -127,7 +127,7 @@ _WHERE: dict[str, str] = {
     "create_cli_client": "cli_client",
     "create_in_process_client": "client",
     "current_answer": "suspension",
-    "load_cli_style": "transports.cli",
+    "load_cli_style": "transports.oneshot",
     "suspend": "suspension",
     "tool": "toolkit",
 }

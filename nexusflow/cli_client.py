@@ -13,11 +13,11 @@ from pydantic import ValidationError
 from ._checks import build, refusal
 from ._server import use_server
 from .client import Client
-from .limits import SubscriptionLimit
 from .options import ClientOptions
+from .subscription import SubscriptionLimit
 from .transports.choice import Transport, agent_cli_transport
-from .transports.cli import CliStyle, CliStyles
-from .transports.cli.process import MAX_OUTPUT
+from .transports.oneshot import CliStyle, CliStyles
+from .transports.oneshot.process import MAX_OUTPUT
 
 STYLE_FIELDS = (
     "args",

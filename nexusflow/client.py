@@ -35,8 +35,6 @@ from .errors import (
 from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run
 from .flows.agent import preview
-from .flows.output import OutputSpec
-from .limits import SubscriptionLimit
 from .memory import (
     ConversationStore,
     SessionRecord,
@@ -48,6 +46,8 @@ from .memory import (
 )
 from .messages import Answer, Message, OutputT, RunResult, SystemMessage
 from .options import ClientOptions
+from .output import OutputSpec
+from .subscription import SubscriptionLimit
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
 

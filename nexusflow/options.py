@@ -10,11 +10,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
-from .limits import SubscriptionLimit
 from .memory import ConversationStore
 from .messages import Answer, Request
 from .policies import ToolPolicy
 from .settings import ENV_PREFIX, environment_defaults
+from .subscription import SubscriptionLimit
 from .task_config import TaskConfig
 
 WaitFor = Callable[[Request], Awaitable[Answer]]

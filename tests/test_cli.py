@@ -221,7 +221,10 @@ def test_help_lists_every_command_without_importing_them():
     assert done.returncode == 0, done.stderr
     listed = set(re.findall(r"^│ (\S+)", done.stdout, re.MULTILINE))
     assert {"run", "demo", "answer", "styles", "mcp-bridge"} <= listed
-    probe = "import sys, nexusflow.cli; nexusflow.cli.main(['--help']); print('nexusflow.cli.commands' in sys.modules)"
+    probe = (
+        "import sys, nexusflow.command; nexusflow.command.main(['--help']);"
+        " print('nexusflow.command.commands' in sys.modules)"
+    )
     help_only = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert help_only.stdout.splitlines()[-1] == "False", "the commands (and Prefect) load only when one runs"
 

@@ -23,7 +23,7 @@ from nexusflow import (
     load_cli_style,
     tool,
 )
-from nexusflow.transports.cli import PREAMBLE, REQUEST_MARKER, CliConfig, CliTransport, builtin_style, render
+from nexusflow.transports.oneshot import PREAMBLE, REQUEST_MARKER, CliConfig, CliTransport, builtin_style, render
 
 from cli_fixtures import FAKE_CLI, alive, envelope_answer, envelope_calls, styled
 from helpers.prefect_api import task_runs

@@ -263,7 +263,7 @@ def test_an_acp_command_given_as_a_venv_interpreter_keeps_its_venv():
     ``.venv/bin/python`` would run the base interpreter, without the venv's packages."""
     from pathlib import Path
 
-    from nexusflow.cli.invocation import absolute_command
+    from nexusflow.command.invocation import absolute_command
 
     venv_python = Path(sys.executable)
     assert venv_python.is_symlink(), "the tests run from a venv"

@@ -114,7 +114,7 @@ async def test_a_job_that_asks_suspends_exits_and_completes_once_answered(deploy
 
 
 async def test_job_parameters_are_validated_at_the_boundary():
-    from nexusflow.flows.job import agent_job
+    from nexusflow.job import agent_job
 
     state = await agent_job(prompt="hi", style="clod", return_state=True)
     assert state.is_failed()

@@ -6,7 +6,7 @@ import pytest
 
 from nexusflow import CliStyles, ModelReply, ModelRequest, Toolkit, Transport, create_cli_client, tool
 from nexusflow.messages import ToolMessage, UserMessage
-from nexusflow.transports.cli import PREAMBLE, REQUEST_MARKER, Complaint, parse_reply, render
+from nexusflow.transports.oneshot import PREAMBLE, REQUEST_MARKER, Complaint, parse_reply, render
 
 from cli_fixtures import envelope_calls
 

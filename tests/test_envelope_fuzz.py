@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from nexusflow import CliError, CliStyles, ModelReply, ModelRequest
 from nexusflow.messages import Message, ToolMessage, UserMessage
-from nexusflow.transports.cli import CliConfig, CliTransport, Complaint, builtin_style, parse_reply
+from nexusflow.transports.oneshot import CliConfig, CliTransport, Complaint, builtin_style, parse_reply
 
 # Hypothesis warns when the global `random` state moves while it draws, whoever moved it:
 # Prefect's background threads (left by earlier test modules) jitter their back-off with

@@ -12,9 +12,9 @@ PACKAGE = Path(__file__).parent.parent / "nexusflow"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (13, ("nexusflow.__main__",)),
-    (12, ("nexusflow.cli",)),
+    (12, ("nexusflow.command",)),
     (11, ("nexusflow",)),
-    (10, ("nexusflow.demo", "nexusflow.flows.job")),
+    (10, ("nexusflow.demo", "nexusflow.job")),
     (9, ("nexusflow.testing",)),
     (8, ("nexusflow.cli_client",)),
     (7, ("nexusflow.client",)),
@@ -32,7 +32,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "nexusflow._server",
             "nexusflow._checks",
             "nexusflow.hooks",
-            "nexusflow.limits",
+            "nexusflow.subscription",
+            "nexusflow.output",
             "nexusflow.policies",
             "nexusflow.suspension",
             "nexusflow.events",

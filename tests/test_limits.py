@@ -26,9 +26,9 @@ from nexusflow import (
     create_in_process_client,
 )
 from nexusflow._locks import slot
-from nexusflow.cli import UsageError
-from nexusflow.cli.commands import run as run_command
-from nexusflow.cli.invocation import load_invocation
+from nexusflow.command import UsageError
+from nexusflow.command.commands import run as run_command
+from nexusflow.command.invocation import load_invocation
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 

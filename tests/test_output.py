@@ -28,7 +28,7 @@ from nexusflow import (
     tool,
 )
 from nexusflow.testing import ScriptedModel
-from nexusflow.transports.cli import REQUEST_MARKER
+from nexusflow.transports.oneshot import REQUEST_MARKER
 
 from cli_fixtures import styled
 from helpers.output_types import Point, Report
@@ -266,7 +266,7 @@ async def test_a_type_pydantic_cannot_validate_fails_before_anything_runs(sessio
 
 
 async def test_agent_job_returns_the_validated_value():
-    from nexusflow.flows.job import agent_job
+    from nexusflow.job import agent_job
 
     state = await agent_job(prompt="triage", script=[FENCED], output_type="test_output:Report", return_state=True)
     assert state.is_completed(), state.message

@@ -9,6 +9,7 @@ import sys
 import tomllib
 import warnings
 import zipfile
+from importlib import import_module
 from pathlib import Path
 from types import ModuleType
 
@@ -61,6 +62,18 @@ def test_the_server_names_load_on_first_use() -> None:
 def test_deprecated_names_still_work_and_warn(module: ModuleType, name: str, replacement: object) -> None:
     with pytest.warns(DeprecationWarning, match=r"deprecated; (use ScriptedReply|import it from nexusflow\.testing)"):
         assert getattr(module, name) is replacement
+
+
+def test_the_job_entry_point_of_0_1_still_loads_the_job_flow_and_warns() -> None:
+    """Deployments made from the 0.1 README name ``nexusflow.flows.job:agent_job``."""
+    from prefect.flows import load_flow_from_entrypoint
+
+    from nexusflow.job import agent_job
+
+    with pytest.warns(DeprecationWarning, match=r"use nexusflow\.job:agent_job"):
+        assert load_flow_from_entrypoint("nexusflow.flows.job:agent_job") is agent_job
+    with pytest.raises(AttributeError, match="no attribute 'other'"):
+        import_module("nexusflow.flows.job").other  # noqa: B018
 
 
 def test_current_names_do_not_warn() -> None:
@@ -147,7 +160,7 @@ def test_an_in_process_client_loads_neither_cli_nor_acp_transport() -> None:
     ``create_cli_client`` lives apart from the client and brings them."""
     fresh(
         "import sys; from nexusflow import create_in_process_client, Toolkit, tool;"
-        " prefixes = ('nexusflow.transports.cli', 'nexusflow.transports.acp');"
+        " prefixes = ('nexusflow.transports.oneshot', 'nexusflow.transports.acp');"
         " loaded = sorted(m for m in sys.modules if m.startswith(prefixes));"
         " assert not loaded, loaded;"
         " from nexusflow import create_cli_client;"

@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 from nexusflow import CliError, CliStyles, ModelRequest, Transport, create_cli_client
-from nexusflow.transports.cli import CliConfig, CliStyle, CliTransport
-from nexusflow.transports.cli.process import DRAIN_GRACE
+from nexusflow.transports.oneshot import CliConfig, CliStyle, CliTransport
+from nexusflow.transports.oneshot.process import DRAIN_GRACE
 
 from cli_fixtures import alive
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from nexusflow.testing import ScriptedModelServer, ScriptedReply
-from nexusflow.transports.cli.style import CliStyles
+from nexusflow.transports.oneshot.style import CliStyles
 
 TOOL = "mcp__nexusflow__add"
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}

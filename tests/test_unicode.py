@@ -22,7 +22,7 @@ from nexusflow import (
 )
 from nexusflow.messages import RunResult, UserMessage
 from nexusflow.testing import ScriptedModel
-from nexusflow.transports.cli import REQUEST_MARKER
+from nexusflow.transports.oneshot import REQUEST_MARKER
 
 from cli_fixtures import envelope_answer
 

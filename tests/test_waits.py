@@ -163,13 +163,13 @@ async def test_an_untouched_form_is_refused_and_the_log_says_how_to_answer(sessi
 @pytest.mark.slow
 async def test_a_suspended_job_says_how_to_answer_and_logs_no_error(session_id):
     """A deployment's run, started as a process worker starts it (``prefect.flow_engine``)."""
-    from nexusflow.flows.job import agent_job
+    from nexusflow.job import agent_job
 
     async with get_client() as client:
         deployment_id = await client.create_deployment(
             flow_id=await client.create_flow(agent_job),
             name=session_id,
-            entrypoint="nexusflow.flows.job:agent_job",
+            entrypoint="nexusflow.job:agent_job",
             parameters={
                 "prompt": 'call current_temperature {"city": "Lisbon"}',
                 "tools": ["nexusflow.demo:TOOLS"],
@@ -179,7 +179,7 @@ async def test_a_suspended_job_says_how_to_answer_and_logs_no_error(session_id):
             },
         )
         run = await client.create_flow_run_from_deployment(deployment_id)
-    engine = [sys.executable, "-m", "prefect.flow_engine", "nexusflow.flows.job:agent_job"]
+    engine = [sys.executable, "-m", "prefect.flow_engine", "nexusflow.job:agent_job"]
     await anyio.to_thread.run_sync(
         lambda: subprocess.run(engine, timeout=300, env={**os.environ, "PREFECT__FLOW_RUN_ID": str(run.id)})
     )

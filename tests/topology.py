@@ -148,7 +148,7 @@ async def _configure(topology: Topology) -> None:
     from prefect.utilities.callables import parameter_schema
     from prefect_aws import AwsClientParameters, AwsCredentials, S3Bucket
 
-    from nexusflow.flows.job import agent_job
+    from nexusflow.job import agent_job
 
     credentials = AwsCredentials(
         aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
@@ -164,7 +164,7 @@ async def _configure(topology: Topology) -> None:
         await client.create_deployment(
             flow_id=flow_id,
             name=DEPLOYMENT.split("/")[1],
-            entrypoint="nexusflow.flows.job:agent_job",
+            entrypoint="nexusflow.job:agent_job",
             work_pool_name=POOL,
             # "." is each worker's own working directory (resolved by the worker itself).
             job_variables={"working_dir": "."},

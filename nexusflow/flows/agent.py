@@ -29,6 +29,7 @@ from ..errors import (
 )
 from ..memory import SessionRecord, read_inputs
 from ..messages import Answer, ModelRequest, RunResult, ToolCall
+from ..output import OutputSpec
 from ..suspension import Suspended
 from ..tasks import (
     ToolRecord,
@@ -42,7 +43,6 @@ from ..tasks.keys import step_key
 from ..transports import SessionTransport
 from . import notify
 from .loop import LoopState, drive, opening_messages
-from .output import OutputSpec
 from .report import Progress, publish
 from .steps import Steps, asked
 from .steps import settle as settle_call

@@ -22,8 +22,8 @@ from ..messages import (
     ToolSpec,
     UserMessage,
 )
+from ..output import OutputSpec, complaint
 from ..tasks import ToolRecord, TurnRecord
-from .output import OutputSpec, complaint
 
 TurnStep = Callable[[int, ModelRequest], Awaitable[tuple[TurnRecord, bool]]]
 """(step, request) -> (record, replayed)"""

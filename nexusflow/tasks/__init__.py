@@ -2,11 +2,11 @@
 
 from .._digest import digest
 from .keys import chained_key
+from .pending_call import suspension, wait
 from .session import remembered
 from .stored import check_stored, forget
 from .tool_call import ToolRecord, ToolRuntime, execute_tool, tool_call
 from .turn import TurnRecord, TurnRuntime, model_turn, produce_turn
-from .waiting import suspension, wait
 
 __all__ = [
     "ToolRecord",

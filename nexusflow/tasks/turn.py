@@ -18,13 +18,13 @@ from .._storage import synced
 from ..errors import ModelError, TransientError
 from ..events import Emit
 from ..hooks import AfterLlm, BeforeLlm, call_hook, hook_returned
-from ..limits import SubscriptionLimit
 from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolCall
+from ..subscription import SubscriptionLimit
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
 from .keys import POSITIONAL_KEY
-from .limits import subscription_slot
 from .shown import shown
 from .stored import note_unstored
+from .subscription_slot import subscription_slot
 from .tool_call import ToolRecord
 
 MAX_RETRY_WAIT = 60.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..transports.cli.style import CliStyles
+from ..transports.oneshot.style import CliStyles
 
 FAKE_KEY = "nexusflow-scripted-key"
 

@@ -19,7 +19,7 @@ from ..cli_client import create_cli_client
 from ..messages import RunResult
 from ..toolkit import Toolkit, tool
 from ..transports.choice import Transport
-from ..transports.cli.style import CliStyle, CliStyles, builtin_style
+from ..transports.oneshot.style import CliStyle, CliStyles, builtin_style
 from .server import Recorded, ScriptedModelServer, ScriptedReply, tool_names
 
 EXACT_TEXT = '-leading dash, "quotes", new\nlines, <>&, café 中文 🙂'

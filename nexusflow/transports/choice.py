@@ -14,9 +14,9 @@ from .._secrets import get_logger
 from ..errors import AcpError, CliError, cli_command_required
 from .acp.transport import AcpConfig, AcpTransport, check_cwd
 from .base import Log, ModelTransport, TransportFactory
-from .cli.process import MAX_OUTPUT
-from .cli.style import CliStyle, CliStyles
-from .cli.transport import CliConfig, CliTransport, resolve_style
+from .oneshot.process import MAX_OUTPUT
+from .oneshot.style import CliStyle, CliStyles
+from .oneshot.transport import CliConfig, CliTransport, resolve_style
 from .retry_on import retry_patterns
 
 AUTO_HANDSHAKE_TIMEOUT = 20.0

@@ -23,7 +23,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ...transports.cli.style import CliStyles
+from ...transports.oneshot.style import CliStyles
 from ..agents import scripted_environment
 from .anthropic import Anthropic
 from .gemini import Gemini

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import AcpError
-from ..cli.style import CliStyle
+from ..oneshot.style import CliStyle
 
 
 class AcpConfig(BaseModel):

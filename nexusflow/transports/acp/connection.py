@@ -22,7 +22,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
 from ..._secrets import get_logger, redact
 from ...errors import AcpError, acp_line_too_long
-from ..cli.process import MAX_OUTPUT
+from ..oneshot.process import MAX_OUTPUT
 
 logger = get_logger("nexusflow.acp")
 

@@ -13,7 +13,7 @@ from anyio.abc import Process
 
 from ..._env import expand_all
 from ...errors import AcpError
-from ..cli.process import kill_group
+from ..oneshot.process import kill_group
 
 if TYPE_CHECKING:
     from .config import AcpConfig

@@ -38,14 +38,16 @@ app = App(
     # No --no-X / --empty-X twins: every flag means what it names.
     default_parameter=Parameter(negative=()),
 )
-_COMMANDS = "nexusflow.cli.commands"
+_COMMANDS = "nexusflow.command.commands"
 # The help given here is what ``nexusflow --help`` lists without importing the command;
 # ``nexusflow COMMAND --help`` describes its flags from the command's docstring.
 app.command(f"{_COMMANDS}:run", help="Run an agent on a prompt, or answer a pending run.")
 app.command(f"{_COMMANDS}:demo", help="A multi-step tool-calling run on the scripted model.")
 app.command(f"{_COMMANDS}:answer", help="Answer a paused or suspended run (PrefectPause, DeploymentSuspension).")
 app.command(f"{_COMMANDS}:show", help="A past run's transcript and steps, by session id or flow run id.")
-app.command("nexusflow.cli.server:server", help="Start a local Prefect server and print the PREFECT_API_URL to export.")
+app.command(
+    "nexusflow.command.server:server", help="Start a local Prefect server and print the PREFECT_API_URL to export."
+)
 styles = App(name="styles", help="The built-in CLI styles.")
 styles.command(f"{_COMMANDS}:styles_list", name="list", help="Each style, its transports and verified versions.")
 styles.command(

@@ -9,7 +9,7 @@ from typing import Any, get_origin
 
 from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
-from ..errors import output_unusable
+from .errors import output_unusable
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
 _QUALIFIER = re.compile(r"(?<![\w.'\"])[A-Za-z_][\w.]*\.(?=[A-Za-z_])")

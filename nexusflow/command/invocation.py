@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from .._storage import read_record, write_record
 from ..transports.choice import Transport
-from ..transports.cli import CliStyles
+from ..transports.oneshot import CliStyles
 
 DEFAULT_MAX_TURNS = 20
 DEFAULT_TIMEOUT = 300.0

@@ -1,5 +1,5 @@
 """A CLI subscription's limits, shared by every run that names it, on every worker: data
-here; the tasks hold them as Prefect global concurrency limits (``tasks/limits.py``)."""
+here; the tasks hold them as Prefect global concurrency limits (``tasks/subscription_slot.py``)."""
 
 from __future__ import annotations
 

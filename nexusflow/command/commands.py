@@ -27,16 +27,16 @@ from .._server import use_server
 from ..cli_client import create_cli_client
 from ..client import Client, check_session_id, create_in_process_client, new_session_id
 from ..errors import CliError, OutputError, SessionIdError, SubscriptionLimitError, ToolkitError, cli_not_found
-from ..flows.output import OutputSpec
 from ..flows.report import artifact_key
 from ..memory import SessionStore
 from ..messages import Answer, RunResult
+from ..output import OutputSpec
 from ..testing import ScriptedModel, follow_prompt
 from ..toolkit import Toolkit
 from ..toolkit.mcp import load_mcp_config
 from ..toolkit.skills import load_skills
 from ..transports.choice import Transport
-from ..transports.cli import CliStyles, builtin_style, load_cli_style
+from ..transports.oneshot import CliStyles, builtin_style, load_cli_style
 from ..waits import answer_flow_run
 from . import EXIT_FAILED, EXIT_PENDING, UsageError
 from .invocation import Invocation, absolute, absolute_command, absolute_tool, load_invocation, save_invocation

@@ -11,7 +11,7 @@ from prefect.concurrency.asyncio import rate_limit
 
 from .._concurrency import ensure_limit
 from .._locks import slot
-from ..limits import SubscriptionLimit
+from ..subscription import SubscriptionLimit
 
 
 @asynccontextmanager
