@@ -12,8 +12,9 @@ from pydantic import ValidationError
 
 from ._checks import build, refusal
 from ._server import use_server
-from .client import Client
+from .client import Client, with_answer_policy
 from .options import ClientOptions
+from .settings import settings
 from .subscription import SubscriptionLimit
 from .transports.choice import Transport, agent_cli_transport
 from .transports.oneshot import CliStyle, CliStyles
@@ -36,14 +37,14 @@ def create_cli_client(
     command: str | None = None,
     model: str | None = None,
     *,
-    transport: Transport = Transport.AUTO,
+    transport: Transport | None = None,
     acp_command: str | None = None,
-    timeout: float = 300.0,
-    retry_on: str | Sequence[str] = (),
+    timeout: float | None = None,
+    retry_on: str | Sequence[str] | None = None,
     env: dict[str, str] | None = None,
     workspace: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
-    repair_budget: int = 2,
+    repair_budget: int | None = None,
     max_output: int = MAX_OUTPUT,
     limit: str | None = None,
     max_concurrent: int | None = None,
@@ -64,32 +65,37 @@ def create_cli_client(
     error the CLI reported, an ACP agent's error; none by default. ``workspace`` bounds
     where the ACP session may run, ``cwd`` (inside it) is where it runs. ``repair_budget``
     is how many times a malformed one-shot reply is sent back with its complaint.
-    ``max_output`` caps each of a launch's stdout and stderr (bytes, default 16 MiB). With
-    ``style=CliStyles.CUSTOM`` pass the style's fields (``args``, ``prompt_mode``, ...) as
-    keywords. ``limit``, ``max_concurrent`` and ``per_minute`` hold your subscription's
-    limits across every worker, as for ``create_in_process_client``. Every other keyword is
+    ``transport``, ``timeout``, ``retry_on`` and ``repair_budget`` not given come from
+    ``NEXUSFLOW_TRANSPORT``, ``NEXUSFLOW_TIMEOUT`` (default 300 s), ``NEXUSFLOW_RETRY_ON`` (a
+    JSON list) and ``NEXUSFLOW_REPAIR_BUDGET`` (default 2). ``max_output`` caps each of a
+    launch's stdout and stderr (bytes, default 16 MiB). With ``style=CliStyles.CUSTOM`` pass
+    the style's fields (``args``, ``prompt_mode``, ...) as keywords. ``limit``,
+    ``max_concurrent`` and ``per_minute`` hold your subscription's limits across every
+    worker, as for ``create_in_process_client``. Every other keyword is
     a client option.
     """
     where = "create_cli_client"
     use_server()  # before a flow of the program's own starts the embedded server
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
     fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
+    default = settings()
     try:
         factory = agent_cli_transport(
             style,
             command,
             model,
-            transport=transport,
+            transport=Transport(default.transport) if transport is None else transport,
             acp_command=acp_command,
-            timeout=timeout,
-            retry_on=retry_on,
+            timeout=default.timeout if timeout is None else timeout,
+            retry_on=default.retry_on if retry_on is None else retry_on,
             env=env,
             workspace=workspace,
             cwd=cwd,
-            repair_budget=repair_budget,
+            repair_budget=default.repair_budget if repair_budget is None else repair_budget,
             max_output=max_output,
             fields=fields,
         )
     except ValidationError as exc:
         raise refusal(where, exc, []) from None
+    options = with_answer_policy(options)
     return Client(factory, build(where, ClientOptions, model=model, subscription=subscription, **options))

@@ -47,6 +47,7 @@ from .memory import (
 from .messages import Answer, Message, OutputT, RunResult, SystemMessage
 from .options import ClientOptions
 from .output import OutputSpec
+from .settings import settings
 from .subscription import SubscriptionLimit
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
@@ -470,6 +471,20 @@ def create_in_process_client(
     function(where, "generate", generate)
     use_server()  # before a flow of the program's own starts the embedded server
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
+    options = with_answer_policy(options)
     return Client(
         in_process_transport(generate), build(where, ClientOptions, model=model, subscription=subscription, **options)
     )
+
+
+def with_answer_policy(options: dict[str, Any]) -> dict[str, Any]:
+    """A ``wait_for`` from ``NEXUSFLOW_WAIT`` where the caller gave none (``wait_for=None``
+    given is kept: that caller wants the run to end pending)."""
+    if "wait_for" in options:
+        return options
+    policy = settings()
+    if policy.wait is None:
+        return options
+    from .waits import policy_wait  # its Prefect imports only where a policy is set
+
+    return {**options, "wait_for": policy_wait(policy.wait, policy.wait_timeout)}

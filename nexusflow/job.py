@@ -10,7 +10,7 @@ suspension suspends the job (the worker's process exits until it is answered).
 # process by value (cloudpickle), with only the globals its code uses; string annotations
 # would leave the parameter model unable to resolve `CliStyles` there.
 
-from typing import Any, Literal
+from typing import Any
 
 from prefect import flow
 from prefect.runtime import flow_run
@@ -22,20 +22,19 @@ from .errors import NexusflowError
 from .messages import RunResult
 from .output import OutputSpec
 from .policies import ToolPolicy
+from .settings import Wait, settings
 from .testing import ScriptedModel, follow_prompt
 from .toolkit import Toolkit
 from .transports.choice import Transport
 from .transports.oneshot import CliStyles
-from .waits import DeploymentSuspension, PrefectPause
-
-Wait = Literal["suspend", "pause", "none"]
+from .waits import policy_wait
 
 
 def _client(
     style: CliStyles | None,
     command: str | None,
     model: str | None,
-    transport: Transport,
+    transport: Transport | None,
     acp_command: str | None,
     script: list[Any] | None,
     options: dict[str, Any],
@@ -47,30 +46,22 @@ def _client(
     return create_cli_client(style, command, model, transport=transport, acp_command=acp_command, **options)
 
 
-def _waits(wait: Wait, timeout: float) -> Any:
-    if wait == "suspend":
-        return DeploymentSuspension(timeout=timeout)
-    if wait == "pause":
-        return PrefectPause(timeout=timeout)
-    return None
-
-
 @flow(name="agent-job", validate_parameters=True)
 async def agent_job(
     prompt: str,
     style: CliStyles | None = None,
     command: str | None = None,
     model: str | None = None,
-    transport: Transport = Transport.AUTO,
+    transport: Transport | None = None,
     acp_command: str | None = None,
     tools: list[str] | None = None,
     mcp_config: str | None = None,
     skills_dir: str | None = None,
     system_prompt: str | None = None,
-    max_turns: int = 20,
+    max_turns: int | None = None,
     approval: list[str] | None = None,
-    wait: Wait = "suspend",
-    wait_timeout: float = 86400,
+    wait: Wait | None = None,
+    wait_timeout: float | None = None,
     script: list[Any] | None = None,
     session_id: str | None = None,
     limit: str | None = None,
@@ -81,22 +72,26 @@ async def agent_job(
     """Run an agent on ``prompt``: your agent CLI (``style``, ``command``, ``model``) or,
     without a style, the bundled scripted agent (``script`` replies, or ``call`` lines in
     the prompt). ``tools`` are ``module:function`` names; ``approval`` names the tools (or
-    globs) that need a yes first, asked by ``wait`` (``suspend``: the run waits without a
-    process; ``pause``: the process waits; ``none``: the job ends pending). ``limit`` names
-    the subscription the model's turns count against, across every worker: at most
-    ``max_concurrent`` in flight, ``per_minute`` started per minute. ``output_type``
-    (``module:Name``) is what the final answer must be: the job's result is then that
-    value as JSON data, not the ``RunResult``."""
+    globs) that need a yes first, asked by ``wait`` (``suspend``, the default: the run waits
+    without a process; ``pause``: the process waits; ``none``: the job ends pending) for
+    ``wait_timeout`` seconds (a day by default). ``limit`` names the subscription the
+    model's turns count against, across every worker: at most ``max_concurrent`` in flight,
+    ``per_minute`` started per minute. ``output_type`` (``module:Name``) is what the final
+    answer must be: the job's result is then that value as JSON data, not the
+    ``RunResult``. ``max_turns``, ``transport``, ``wait`` and ``wait_timeout`` left out take
+    their ``NEXUSFLOW_*`` setting, else their default."""
     target = import_output_type(output_type)
+    policy = settings()
     options: dict[str, Any] = {
         "system_prompt": system_prompt,
-        "max_turns": max_turns,
-        "wait_for": _waits(wait, wait_timeout),
+        "wait_for": policy_wait(wait or policy.wait or "suspend", wait_timeout or policy.wait_timeout),
         "policies": {pattern: ToolPolicy(approval="always") for pattern in approval or []},
         "limit": limit,
         "max_concurrent": max_concurrent,
         "per_minute": per_minute,
     }
+    if max_turns is not None:
+        options["max_turns"] = max_turns
     client = _client(style, command, model, transport, acp_command, script, options)
     session = session_id or f"job-{flow_run.get_id()}"
     async with await Toolkit.load(tools=import_tools(tools or []), mcp_config=mcp_config, skills_dir=skills_dir) as kit:

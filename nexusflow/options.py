@@ -3,7 +3,6 @@ client so that flows and tasks never import the client."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
 from .memory import ConversationStore
 from .messages import Answer, Request
 from .policies import ToolPolicy
-from .settings import ENV_PREFIX, environment_defaults
+from .settings import CLIENT_FIELDS, environment_defaults
 from .subscription import SubscriptionLimit
 from .task_config import TaskConfig
 
@@ -63,6 +62,6 @@ class ClientOptions(BaseModel):
     @classmethod
     def _environment_fills_in(cls, data: Any) -> Any:
         """What the arguments leave out, the ``NEXUSFLOW_*`` variables set (one read a client)."""
-        if isinstance(data, dict) and any(name.startswith(ENV_PREFIX) for name in os.environ):
-            return {**environment_defaults(), **data}
+        if isinstance(data, dict):
+            return {**environment_defaults(CLIENT_FIELDS), **data}
         return data

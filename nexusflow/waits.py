@@ -35,6 +35,7 @@ from pydantic import Field
 
 from ._secrets import redact
 from .messages import Answer, Request
+from .settings import Wait
 
 
 class AnswerForm(RunInput):
@@ -278,3 +279,13 @@ async def answer_flow_run(flow_run_id: str, *, approve: bool, data: Any = None, 
         "reason": reason or "",
     }
     await aresume_flow_run(UUID(flow_run_id), run_input=run_input)
+
+
+def policy_wait(wait: Wait, timeout: float) -> PrefectPause | DeploymentSuspension | None:
+    """The built-in ``wait_for`` an answer policy names (``NEXUSFLOW_WAIT``, ``agent_job``'s
+    ``wait``); ``none`` is no ``wait_for``: the run ends ``pending``."""
+    if wait == "suspend":
+        return DeploymentSuspension(timeout=timeout)
+    if wait == "pause":
+        return PrefectPause(timeout=timeout)
+    return None

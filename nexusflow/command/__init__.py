@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from cyclopts import App, CycloptsError, Parameter
 
-from ..errors import NexusflowError
+from ..errors import ArgumentError, NexusflowError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CycloptsError as exc:
         print(f"nexusflow: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
-    except UsageError as exc:
+    except (UsageError, ArgumentError) as exc:  # a bad flag, or a bad NEXUSFLOW_* setting
         print(f"nexusflow: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except NexusflowError as exc:

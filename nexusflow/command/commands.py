@@ -196,18 +196,19 @@ def _installed(command: str | None, flag: str) -> None:
 def _client(invocation: Invocation) -> Client:
     """The client an invocation describes; every mistake in it is a usage error, found
     before Prefect starts."""
-    if invocation.max_turns < 1:
+    if invocation.max_turns is not None and invocation.max_turns < 1:
         raise UsageError(f"--max-turns must be 1 or more, not {invocation.max_turns}")
-    if invocation.timeout <= 0:
+    if invocation.timeout is not None and invocation.timeout <= 0:
         raise UsageError(f"--timeout must be more than 0 seconds, not {invocation.timeout:g}")
     options: dict[str, Any] = {
         "system_prompt": invocation.system,
-        "max_turns": invocation.max_turns,
         "limit": invocation.limit,
         "max_concurrent": invocation.max_concurrent,
         "per_minute": invocation.per_minute,
         "output_type": _output_type(invocation.output_type),
     }
+    if invocation.max_turns is not None:
+        options["max_turns"] = invocation.max_turns
     style = invocation.style
     if style is None and invocation.style_file is None:
         if invocation.command or invocation.model:
@@ -289,11 +290,11 @@ async def run(
         Model for the agent CLI.
     transport
         How to drive the CLI: ACP when the style declares it and the binary answers (auto, the
-        default), or force one.
+        default unless NEXUSFLOW_TRANSPORT says otherwise), or force one.
     acp_command
         The ACP adapter of styles that need one (claude, codex).
     timeout
-        Seconds per CLI launch or ACP turn (default 300).
+        Seconds per CLI launch or ACP turn (default: NEXUSFLOW_TIMEOUT, else 300).
     system
         System prompt.
     answer
@@ -304,7 +305,7 @@ async def run(
     reason
         Why, with the answer.
     max_turns
-        Turns before the run fails without a final answer (default 20).
+        Turns before the run fails without a final answer (default: NEXUSFLOW_MAX_TURNS, else 20).
     limit
         Name of the subscription the model's turns count against, on every machine of the server.
     max_concurrent

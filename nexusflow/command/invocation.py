@@ -15,12 +15,11 @@ from .._storage import read_record, write_record
 from ..transports.choice import Transport
 from ..transports.oneshot import CliStyles
 
-DEFAULT_MAX_TURNS = 20
-DEFAULT_TIMEOUT = 300.0
-
 
 class Invocation(BaseModel):
-    """The flags of ``nexusflow run`` that shape a session (not the prompt, not the answer)."""
+    """The flags of ``nexusflow run`` that shape a session (not the prompt, not the answer).
+    A flag not given is ``None``: its ``NEXUSFLOW_*`` setting, else its default, applies
+    when the client is made."""
 
     tools: list[str] = Field(default_factory=list)
     mcp: str | None = None
@@ -32,8 +31,8 @@ class Invocation(BaseModel):
     transport: Transport = Transport.AUTO
     acp_command: str | None = None
     system: str | None = None
-    max_turns: int = DEFAULT_MAX_TURNS
-    timeout: float = DEFAULT_TIMEOUT
+    max_turns: int | None = None
+    timeout: float | None = None
     script: str | None = None
     limit: str | None = None
     max_concurrent: int | None = None
