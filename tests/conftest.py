@@ -103,7 +103,7 @@ def prefect_server() -> Iterator[str]:
         _drain_prefect_workers()
         os.killpg(server.pid, signal.SIGTERM)
         try:
-            server.wait(timeout=20)
+            server.wait(timeout=5)  # a server still busy with a backlog has nothing left to say
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
@@ -117,8 +117,8 @@ def _drain_prefect_workers() -> None:
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
-    APILogWorker.drain_all(timeout=10)
-    EventsWorker.drain_all(timeout=10)
+    APILogWorker.drain_all(timeout=5)
+    EventsWorker.drain_all(timeout=5)
 
 
 @pytest.fixture

@@ -134,14 +134,14 @@ async def test_acp_rejects_the_agents_own_shell(style, caplog):
 async def test_acp_cancel_ends_the_turn_cancelled(style):
     async with scripted_cli(style, [ScriptedReply.slow(120)] * 3, acp=True) as (_server, home, env):
         async with await Toolkit.load(tools=[add]) as toolkit:
-            client = acp_client(style, env, home, timeout=8)
+            client = acp_client(style, env, home, timeout=4)
             result = await client.run("go", toolkit, session_id=f"live-{uuid.uuid4().hex}")
     assert result.status == "failed"
     if style is CliStyles.GOOSE:
         # goose 1.52 leaves session/cancel unanswered while its model request is in flight
-        expected = "acp: timed out after 8000ms (the agent did not answer; its process group was killed)"
+        expected = "acp: timed out after 4000ms (the agent did not answer; its process group was killed)"
     else:
-        expected = "acp: timed out after 8000ms (the agent ended the turn: cancelled)"
+        expected = "acp: timed out after 4000ms (the agent ended the turn: cancelled)"
     assert result.error == expected
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from helpers.homes import new_user_environment, noise
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("heavy")]
 
 REPO = Path(__file__).parent.parent
 README = REPO / "README.md"

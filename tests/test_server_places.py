@@ -34,7 +34,7 @@ from conftest import HELPERS
 from helpers.servers import free_port, start_prefect_server, stop, wait_for_prefect_server
 
 TIMEOUT = 200
-pytestmark = [pytest.mark.timeout(3 * TIMEOUT), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(3 * TIMEOUT), pytest.mark.slow, pytest.mark.xdist_group("heavy")]
 MARK = "NEXUSFLOW_TEST_PLACE"
 """Set in every child's environment (and inherited by its embedded server) to find them."""
 PLACES = ["long-lived", "embedded", "restarted"]
@@ -166,6 +166,8 @@ class Ran:
 @pytest.fixture(scope="module", params=PLACES)
 def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
     name: str = request.param
+    if name == "long-lived":
+        request.getfixturevalue("prefect_server")  # this session's; it may be the first to ask
     root = tmp_path_factory.mktemp(name)
     keys = [*(f"kill-{k}" for k in KILLS), "pending", "sub-agent", "race", "twice", "limited"]
     folders = {key: root / key for key in keys}

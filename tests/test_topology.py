@@ -39,7 +39,7 @@ from test_limits import most_in_flight
 
 from topology import DEPLOYMENT, RESULTS, SIDE_EFFECTS, Machine, Topology, free_port, topology_fixture  # noqa: F401
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600), pytest.mark.topology]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600), pytest.mark.topology, pytest.mark.xdist_group("heavy")]
 SLOW_CLI = Path(__file__).parent / "helpers" / "topology_tools.py"
 TOOLS = f"{SLOW_CLI}:TOOLS"
 SESSIONS: list[str] = []
