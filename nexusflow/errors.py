@@ -7,11 +7,26 @@ Tool-level failures are not exceptions: they become error results the model read
 
 from __future__ import annotations
 
+import json
+from typing import TYPE_CHECKING
+
 from ._secrets import redact
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pydantic import ValidationError
 
 
 class NexusflowError(Exception):
     """Base of every nexusflow error."""
+
+
+def _problems(exc: ValidationError, root: str = "(root)") -> str:
+    """Pydantic's errors on one line: each one's place and what is wrong there."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or root}: {err['msg']}" for err in exc.errors(include_input=False)
+    )
 
 
 def _shown(value: object) -> str:
@@ -50,10 +65,94 @@ class ToolkitError(NexusflowError):
     """A toolkit could not be built: a bad tool, ``mcp.json`` or skills folder."""
 
 
+def tools_no_such_file(name: str) -> ToolkitError:
+    return ToolkitError(f"tools: no such file: {name}")
+
+
+def tools_spec_malformed(spec: str) -> ToolkitError:
+    return ToolkitError(f"tools: expected module:function or file.py:function, got {spec!r}")
+
+
+def tools_import_failed(module: str, exc: BaseException) -> ToolkitError:
+    return ToolkitError(f"tools: cannot import {module}: {type(exc).__name__}: {exc}")
+
+
+def tools_no_attribute(module: str, attribute: str) -> ToolkitError:
+    return ToolkitError(f"tools: {module} has no {attribute!r}")
+
+
+def tool_signature_unreadable(name: str, exc: BaseException) -> ToolkitError:
+    return ToolkitError(f'tool "{name}": cannot read its signature: {exc}')
+
+
+def tool_takes_variadic_arguments(name: str) -> ToolkitError:
+    return ToolkitError(f'tool "{name}": *args and **kwargs cannot be described to a model')
+
+
+def toolkit_duplicate_tool(name: str, first: str, second: str) -> ToolkitError:
+    """``first`` and ``second`` say where each tool comes from (an MCP server, a Python tool)."""
+    return ToolkitError(
+        f'toolkit: two tools are named "{name}" ({first} and {second});'
+        ' rename one, or give an MCP server a "toolPrefix"'
+    )
+
+
+def mcp_config_unreadable(where: str, exc: OSError) -> ToolkitError:
+    return ToolkitError(f"mcp: cannot read {where}: {exc.strerror or exc}")
+
+
+def mcp_config_not_json(where: str, exc: json.JSONDecodeError) -> ToolkitError:
+    return ToolkitError(f"mcp: {where} is not JSON: {exc.msg} at line {exc.lineno}")
+
+
+def mcp_config_invalid(where: str, exc: ValidationError) -> ToolkitError:
+    """Names the offending keys, never a value: a header or env value may be a secret."""
+    return ToolkitError(f"mcp: invalid {where}: {_problems(exc, root='')}")
+
+
+def skills_no_front_matter(path: Path) -> ToolkitError:
+    return ToolkitError(f"skills: {path}: no front matter (a '---' block with name and description)")
+
+
+def skills_front_matter_unclosed(path: Path) -> ToolkitError:
+    return ToolkitError(f"skills: {path}: front matter is not closed by '---'")
+
+
+def skills_front_matter_not_yaml(path: Path, exc: BaseException) -> ToolkitError:
+    return ToolkitError(f"skills: {path}: front matter is not YAML: {exc}")
+
+
+def skills_front_matter_not_mapping(path: Path) -> ToolkitError:
+    return ToolkitError(f"skills: {path}: front matter must be a mapping")
+
+
+def skills_front_matter_incomplete(path: Path, exc: ValidationError) -> ToolkitError:
+    missing = ", ".join(str(err["loc"][0]) for err in exc.errors())
+    return ToolkitError(f"skills: {path}: front matter needs a string {missing}")
+
+
+def skills_not_a_directory(root: Path) -> ToolkitError:
+    return ToolkitError(f"skills: {root} is not a directory")
+
+
+def skills_duplicate(name: str, first: Path, second: Path) -> ToolkitError:
+    return ToolkitError(f'skills: two skills are named "{name}": {first} and {second}')
+
+
 class McpServerError(ToolkitError):
     def __init__(self, server: str, reason: str) -> None:
         self.server = server
         super().__init__(f'mcp: server "{server}" failed to start: {reason}')
+
+
+def mcp_server_failed(server: str, exc: BaseException, startup_timeout: float, stderr: str) -> McpServerError:
+    """``stderr``: the end of what a stdio server printed, empty when it printed nothing."""
+    reason = (
+        f"no answer within startupTimeout ({startup_timeout:g}s)" if isinstance(exc, TimeoutError) else describe(exc)
+    )
+    if stderr:
+        reason = f"{reason}; its stderr ends with:\n{stderr}"
+    return McpServerError(server, reason)
 
 
 class MissingVariableError(ToolkitError):
@@ -106,6 +205,10 @@ def output_mismatch(type_name: str, repairs: int, errors: str) -> OutputError:
 
 def output_unusable(type_name: str, why: str) -> OutputError:
     return OutputError(f"output: {type_name} cannot be an output type: {why}")
+
+
+def output_not_importable(spec: str, exc: ToolkitError) -> OutputError:
+    return output_unusable(spec, str(exc).removeprefix("tools: "))
 
 
 class SessionIdError(NexusflowError, ValueError):
