@@ -8,6 +8,7 @@ Tool-level failures are not exceptions: they become error results the model read
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ._secrets import redact
@@ -300,6 +301,103 @@ def cli_output_limit(stream: str, limit: int) -> CliError:
 
 def cli_takes_no_model(style: str) -> CliError:
     return CliError(f'cli: style "{style}" takes no model')
+
+
+def cli_needs_a_model(style: str) -> CliError:
+    return CliError(f'cli: style "{style}" needs a model: its {{{{model}}}} is not in an optional group')
+
+
+def cli_permission_denied(command: str) -> CliError:
+    return CliError(f"cli: cannot run {command}: permission denied")
+
+
+def cli_not_utf8(what: str, data: bytes, position: int) -> CliError:
+    """``what``: the output, or the output file."""
+    return CliError(f"cli: {what} is not UTF-8: byte 0x{data[position]:02x} at position {position}")
+
+
+def cli_output_not_json(field: str, text: str) -> CliError:
+    return CliError(f"cli: expected JSON output with a {field!r} field, got: {redact(text).strip()[:200]}")
+
+
+def cli_output_lacks_field(field: str, text: str) -> CliError:
+    return CliError(f"cli: the JSON output has no {field!r} field: {redact(text).strip()[:200]}")
+
+
+def cli_reported_error(said: str) -> CliError:
+    """``said``: the output from the style's error marker on."""
+    text = redact(said)  # before the cap, which could cut a secret in two
+    return CliError(f"cli: the CLI reported an error: {text.strip()[:1000]}")
+
+
+def cli_malformed_reply(launches: int, complaint: str | None) -> CliError:
+    return CliError(f"cli: malformed reply after {launches} launches: {complaint}")
+
+
+def cli_prompt_too_long(size: int, limit: int, style: str) -> CliError:
+    return CliError(
+        f"cli: the prompt is {size} bytes, over the {limit // 1024} KiB limit of one"
+        f' argument; style "{style}" passes it as an argument: use a style whose prompt_mode is'
+        " stdin or file"
+    )
+
+
+def cli_style_wrong_type(style: object) -> CliError:
+    return CliError(
+        f"cli: style must be a CliStyles member or a CliStyle, got {type(style).__name__}"
+        " (a name from text goes through CliStyles.parse)"
+    )
+
+
+def cli_style_fields_not_custom(fields: Iterable[str]) -> CliError:
+    return CliError(f"cli: style fields ({', '.join(sorted(fields))}) are for style=CliStyles.CUSTOM")
+
+
+def cli_style_unknown(name: str, known: Iterable[str]) -> CliError:
+    return CliError(f'cli: unknown style "{name}" (styles: {", ".join(known)})')
+
+
+def cli_style_unreadable(where: str, exc: OSError) -> CliError:
+    return CliError(f"cli: cannot read style {where}: {exc.strerror or exc}")
+
+
+def cli_style_not_json(where: str, exc: json.JSONDecodeError) -> CliError:
+    return CliError(f"cli: style {where} is not JSON: {exc.msg} at line {exc.lineno}")
+
+
+def cli_style_invalid(where: str, exc: ValidationError) -> CliError:
+    return CliError(f"cli: invalid style {where}: {_problems(exc)}")
+
+
+def cli_custom_style_has_no_file() -> CliError:
+    return CliError("cli: CliStyles.CUSTOM has no file: pass its fields (args, prompt_mode, ...)")
+
+
+def style_unknown_placeholder(name: str) -> ValueError:
+    """Raised in ``CliStyle``'s validators (as the two below): ``cli_style_invalid`` quotes it."""
+    return ValueError(f"unknown placeholder {{{{{name}}}}}")
+
+
+def style_mode_lacks_placeholder(prompt_mode: str, needed: str) -> ValueError:
+    return ValueError(f"prompt_mode {prompt_mode!r} needs {{{{{needed}}}}} in args")
+
+
+def style_answer_file_lacks_out() -> ValueError:
+    return ValueError("answer 'file' needs {{out}} in args")
+
+
+def arguments_too_deep(depth: int) -> ValueError:
+    """Why a one-shot reply's call arguments are refused (as the two below): its complaint
+    quotes it, and so does ``cli_malformed_reply`` once the repairs run out."""
+    return ValueError(f"nest deeper than {depth} levels")
+
+
+def arguments_not_json(exc: json.JSONDecodeError) -> ValueError:
+    return ValueError(f"are not valid JSON: {exc.msg}")
+
+
+def arguments_number_too_long() -> ValueError:
+    return ValueError("are not valid JSON: a number too long")
 
 
 class CliTransientError(CliError, TransientError):
