@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._secrets import redact
 
@@ -307,6 +307,10 @@ def cli_needs_a_model(style: str) -> CliError:
     return CliError(f'cli: style "{style}" needs a model: its {{{{model}}}} is not in an optional group')
 
 
+def cli_transport_unknown(transport: object) -> CliError:
+    return CliError(f"cli: transport must be a Transport member, got {transport!r}")
+
+
 def cli_permission_denied(command: str) -> CliError:
     return CliError(f"cli: cannot run {command}: permission denied")
 
@@ -426,6 +430,106 @@ def acp_timed_out(milliseconds: int) -> AcpError:
 
 def acp_line_too_long(limit: int) -> AcpError:
     return AcpError(f"acp: the agent wrote a line over {limit / 2**20:g} MiB")
+
+
+class RemoteError(AcpError):
+    """The agent answered one of our requests with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
+        self.method = method
+        self.code = code
+        self.data = data
+        super().__init__(f"acp: {method} failed: {message} ({code})")
+
+
+def acp_unavailable(why: str) -> AcpError:
+    """ACP was asked for, and this client cannot have it; ``why`` is one of the reasons below."""
+    return AcpError(f"acp: {why}")
+
+
+def no_acp_asked() -> str:
+    """Why a client has no ACP launch (as the two below): the reason the transport's choice logs."""
+    return "the client asked for the one-shot transport"
+
+
+def no_acp_declared(style: str) -> str:
+    return f'style "{style}" declares no ACP launch'
+
+
+def no_acp_adapter(style: str) -> str:
+    return f'style "{style}" speaks ACP through an adapter: pass its path as acp_command'
+
+
+def acp_not_found(command: str) -> AcpError:
+    return AcpError(f"acp: command not found: {command}")
+
+
+def acp_permission_denied(command: str) -> AcpError:
+    return AcpError(f"acp: cannot run {command}: permission denied")
+
+
+def acp_cwd_outside(cwd: object, where: object, root: object) -> AcpError:
+    return AcpError(f"acp: the session cwd {cwd} resolves to {where}, outside the workspace {root}")
+
+
+def acp_no_initialize(command: str, seconds: float) -> AcpError:
+    return AcpError(f"acp: {command} did not answer initialize within {seconds:g}s")
+
+
+def acp_initialize_not_object(reply: object) -> AcpError:
+    return AcpError(f"acp: initialize answered {type(reply).__name__}, not an object")
+
+
+def acp_protocol_version(version: object, ours: int) -> AcpError:
+    return AcpError(f"acp: the agent answered protocolVersion {json.dumps(version)}; nexusflow speaks {ours}")
+
+
+def acp_no_session_id() -> AcpError:
+    return AcpError("acp: session/new answered no sessionId")
+
+
+def acp_cannot_set_model() -> AcpError:
+    return AcpError(
+        "acp: the agent has no model config option and no session/set_model: drop the model"
+        " or choose it in the agent's own settings"
+    )
+
+
+def acp_turn_timed_out(milliseconds: int, stop_reason: object) -> AcpError:
+    """``stop_reason``: what the agent answered the cancelled prompt with, if it answered."""
+    how = (
+        f"the agent ended the turn: {stop_reason}"
+        if stop_reason
+        else "the agent did not answer; its process group was killed"
+    )
+    return AcpError(f"{acp_timed_out(milliseconds)} ({how})")
+
+
+def acp_prompt_failed(exc: BaseException) -> AcpError:
+    return AcpError(f"acp: session/prompt failed: {describe(exc)}")
+
+
+def acp_input_closed() -> AcpError:
+    return AcpError("acp: the agent closed its input")
+
+
+def acp_exited() -> AcpError:
+    return AcpError("acp: the agent exited")
+
+
+def acp_exit_detail(code: int | None, stderr: str) -> str:
+    """How the agent ended, to follow an error: its exit status and the end of its stderr."""
+    detail = f" (exit {code})" if code is not None else ""
+    return f"{detail}: {stderr}" if stderr else detail
+
+
+def acp_exited_during_turn(detail: str) -> AcpError:
+    return AcpError(f"acp: the agent exited during the turn{detail}")
+
+
+def acp_ended(exc: AcpError, detail: str) -> AcpError:
+    """``exc`` told with how the agent ended (``acp_exit_detail``)."""
+    return AcpError(f"{exc}{detail}")
 
 
 class StorageError(NexusflowError):
