@@ -185,9 +185,39 @@ class TransientError(ModelError):
     turn writes no record, so the failed run counts its cost from here."""
 
 
+def model_empty_reply() -> ModelError:
+    return ModelError("model: empty reply (no content and no tool calls)")
+
+
+def model_reply_invalid(exc: ValidationError) -> ModelError:
+    return ModelError(f"model: invalid reply: {_problems(exc)}")
+
+
+def model_reply_unusable(value: object) -> ModelError:
+    return ModelError(f"model: invalid reply: expected a ModelReply, a dict or a str, got {type(value).__name__}")
+
+
+def model_generate_raised(exc: BaseException, transient: bool) -> ModelError:
+    """A ``TransientError`` when ``transient`` (a rate limit, a server error, no connection)."""
+    failure = TransientError if transient else ModelError
+    return failure(f"model: generate raised {type(exc).__name__}: {exc}")
+
+
+def scripted_model_has_no_reply(turn: int, scripted: int) -> ModelError:
+    return ModelError(f"model: the scripted model has no reply for turn {turn} ({scripted} scripted)")
+
+
+def scripted_call_not_json(exc: json.JSONDecodeError) -> ModelError:
+    return ModelError(f"model: a `call` line's arguments are not JSON: {exc.msg}")
+
+
 class HookError(NexusflowError):
     def __init__(self, hook: str, exc: BaseException) -> None:
         super().__init__(f"hook {hook} raised {type(exc).__name__}: {exc}")
+
+
+def hook_returned(hook: str, value: object) -> HookError:
+    return HookError(hook, TypeError(f"returned an unsupported {type(value).__name__}"))
 
 
 class MaxTurnsExceeded(NexusflowError):
@@ -588,3 +618,17 @@ class PrefectApiError(NexusflowError):
 
 class SubscriptionLimitError(NexusflowError):
     """A subscription limit (``limit=``, ``max_concurrent=``, ``per_minute=``) that cannot be held."""
+
+
+def no_scripted_recipe(style: str) -> ValueError:
+    """``nexusflow.testing``: a style its scripted model server cannot stand in for."""
+    return ValueError(f"no scripted-server recipe for style {style}")
+
+
+def scripted_server_not_started() -> RuntimeError:
+    return RuntimeError("the scripted model server did not start")
+
+
+def demo_no_weather(city: str) -> ValueError:
+    """The demo's weather tool, asked for a city it has no reading for."""
+    return ValueError(f"no weather station in {city}")
