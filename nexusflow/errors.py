@@ -23,6 +23,23 @@ class NexusflowError(Exception):
     """Base of every nexusflow error."""
 
 
+def run_outside_a_flow() -> NexusflowError:
+    return NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
+
+
+def map_concurrency_too_low(max_concurrency: int) -> NexusflowError:
+    return NexusflowError(f"map: max_concurrency must be at least 1, got {max_concurrency}")
+
+
+def agent_job_needs_a_style() -> NexusflowError:
+    return NexusflowError("agent_job: command and model need a style")
+
+
+def agent_job_failed(error: str | None) -> NexusflowError:
+    """The job's flow run fails with the run's own error."""
+    return NexusflowError(error or "the agent run failed")
+
+
 def _problems(exc: ValidationError, root: str = "(root)") -> str:
     """Pydantic's errors on one line: each one's place and what is wrong there."""
     return "; ".join(
@@ -60,6 +77,19 @@ def setting_refused(variable: str, why: str, value: object) -> ArgumentError:
 
 def option_unknown(where: str, option: str, known: list[str]) -> ArgumentError:
     return ArgumentError(f"{where}: {option} is not an option (the options: {', '.join(sorted(known))})", option)
+
+
+def tool_steps_take_no_retries() -> ValueError:
+    """Raised in ``TaskConfig``'s validator: pydantic reports it, ``option_refused`` quotes it."""
+    return ValueError(
+        "tool steps take no Prefect retries: a tool may have side effects; "
+        "use ToolPolicy(retries=...) for errors that say nothing happened"
+    )
+
+
+def wait_steps_take_no_retries() -> ValueError:
+    """Raised in ``TaskConfig``'s validator, as ``tool_steps_take_no_retries``."""
+    return ValueError("wait steps take no Prefect retries: a retried wait would ask a person again")
 
 
 class ToolkitError(NexusflowError):
@@ -251,6 +281,28 @@ class ResumeError(NexusflowError):
     """``client.resume`` was asked to continue something it cannot."""
 
 
+def resume_unknown_session(session_id: str, where: str) -> ResumeError:
+    return ResumeError(f'resume: no session "{session_id}" is known in {where}')
+
+
+def resume_not_waiting(session_id: str) -> ResumeError:
+    return ResumeError(f'resume: session "{session_id}" is not waiting for an answer')
+
+
+def resume_other_answer(answer_id: str, session_id: str, waiting_for: str) -> ResumeError:
+    return ResumeError(f'resume: the answer is for "{answer_id}", but session "{session_id}" waits for "{waiting_for}"')
+
+
+def wait_for_returned(value: object) -> TypeError:
+    return TypeError(f"wait_for returned {type(value).__name__}, not an Answer")
+
+
+def suspended_message(prompt: str) -> str:
+    """The message of ``nexusflow.Suspended``, which stays beside the ``Request`` it holds
+    (a layer above this module); it is the pending run's state message."""
+    return f"pending: {prompt}"
+
+
 class NoRuntimeError(NexusflowError):
     def __init__(self) -> None:
         super().__init__("agent_run needs a client and a toolkit: start it with `await client.run(prompt, toolkit)`")
@@ -263,6 +315,11 @@ def tool_error_unknown(name: str, known: list[str]) -> str:
 
 def tool_error_arguments(name: str, detail: str) -> str:
     return f'error: invalid arguments for tool "{name}": {detail}'
+
+
+def arguments_not_an_object(value: object) -> ValueError:
+    """``ToolCall.parsed_arguments`` on arguments that decode to something else."""
+    return ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
 
 
 def tool_error_timed_out(name: str, seconds: float) -> str:
@@ -571,6 +628,32 @@ def storage_step_failed(step: str, key: str, why: str) -> StorageError:
     return StorageError(f"storage: the result of {step} could not be stored under {key}: {why}")
 
 
+def storage_step_rolled_back(step: str, key: str) -> StorageError:
+    return storage_step_failed(step, key, "its transaction was rolled back (the log says why)")
+
+
+def storage_step_unsynced(step: str, key: str, exc: BaseException | None) -> StorageError:
+    """``exc``: what the record's sync raised; None when it was cancelled."""
+    why = f"{type(exc).__name__}: {exc}" if exc is not None else "its sync was cancelled"
+    return storage_step_failed(step, key, why)
+
+
+def storage_write_failed(key: str, exc: BaseException) -> StorageError:
+    return StorageError(f"storage: could not write {key}: {type(exc).__name__}: {exc}")
+
+
+def storage_read_failed(key: str, exc: BaseException) -> StorageError:
+    return StorageError(f"storage: could not read {key}: {type(exc).__name__}: {exc}")
+
+
+def storage_record_unreadable(key: str, exc: BaseException) -> StorageError:
+    return StorageError(f"storage: the record {key} is unreadable: {exc}")
+
+
+def storage_inputs_missing(reference: str, session_id: str) -> StorageError:
+    return StorageError(f'storage: the inputs "{reference}" of session "{session_id}" are not in result storage')
+
+
 class SessionBusyError(NexusflowError):
     """A second live run of one session: it would run every step twice."""
 
@@ -618,6 +701,26 @@ class PrefectApiError(NexusflowError):
 
 class SubscriptionLimitError(NexusflowError):
     """A subscription limit (``limit=``, ``max_concurrent=``, ``per_minute=``) that cannot be held."""
+
+
+def limit_name_invalid(name: object) -> SubscriptionLimitError:
+    return SubscriptionLimitError(f"limit: invalid name {name!r}: use 1-100 letters, digits, '-' or '_'")
+
+
+def limit_without_bounds(name: str) -> SubscriptionLimitError:
+    return SubscriptionLimitError(f'limit "{name}": give max_concurrent, per_minute or both')
+
+
+def limit_concurrency_invalid(name: str, value: object) -> SubscriptionLimitError:
+    return SubscriptionLimitError(f'limit "{name}": max_concurrent must be a positive integer, not {value!r}')
+
+
+def limit_rate_invalid(name: str, value: object) -> SubscriptionLimitError:
+    return SubscriptionLimitError(f'limit "{name}": per_minute must be a positive number, not {value!r}')
+
+
+def limit_without_name() -> SubscriptionLimitError:
+    return SubscriptionLimitError("limit: max_concurrent and per_minute need a limit name (limit=...)")
 
 
 def no_scripted_recipe(style: str) -> ValueError:
