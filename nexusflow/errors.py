@@ -1,6 +1,13 @@
 """Every error nexusflow raises, with its pinned message.
 
-Messages are written here and nowhere else, so docs, tests and users can rely on them.
+Messages are written here and nowhere else, so docs, tests and users can rely on them: a
+module raises a class or a factory's exception from here, and gives it only values and the
+names of what it checks (a call, an argument, what it expected). Worded where they are raised
+are only an ``AssertionError`` (an invariant), an ``AttributeError`` from a module's
+``__getattr__`` (Python's wording), and a ``ValueError`` that is caught on the spot and never
+reaches a user; ``tests/test_errors.py`` lists those and checks the rest. ``Suspended`` is
+defined beside the request it holds, a layer above this module; its message is here.
+
 Tool-level failures are not exceptions: they become error results the model reads
 (see ``tool_error_*`` below), because a bad tool call must never crash a run.
 """
