@@ -12,7 +12,14 @@ from types import ModuleType
 from typing import Any
 
 from ._digest import digest
-from .errors import ToolkitError, output_unusable
+from .errors import (
+    ToolkitError,
+    output_not_importable,
+    tools_import_failed,
+    tools_no_attribute,
+    tools_no_such_file,
+    tools_spec_malformed,
+)
 
 
 def _import_file(name: str) -> ModuleType:
@@ -25,7 +32,7 @@ def _import_file(name: str) -> ModuleType:
         return sys.modules[module_name]
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
     if loader_spec is None or loader_spec.loader is None or not path.is_file():
-        raise ToolkitError(f"tools: no such file: {name}")
+        raise tools_no_such_file(name)
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[module_name] = module
     try:
@@ -39,7 +46,7 @@ def _import_file(name: str) -> ModuleType:
 def import_target(spec: str) -> Any:
     module_name, sep, attribute = spec.rpartition(":")
     if not sep or not module_name or not attribute:
-        raise ToolkitError(f"tools: expected module:function or file.py:function, got {spec!r}")
+        raise tools_spec_malformed(spec)
     try:
         if module_name.endswith(".py"):
             module = _import_file(module_name)
@@ -50,11 +57,11 @@ def import_target(spec: str) -> Any:
     except ToolkitError:
         raise
     except Exception as exc:
-        raise ToolkitError(f"tools: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+        raise tools_import_failed(module_name, exc) from exc
     try:
         return getattr(module, attribute)
     except AttributeError:
-        raise ToolkitError(f"tools: {module_name} has no {attribute!r}") from None
+        raise tools_no_attribute(module_name, attribute) from None
 
 
 def import_tools(specs: Sequence[str]) -> list[Any]:
@@ -74,4 +81,4 @@ def import_output_type(spec: str | None) -> Any:
     try:
         return import_target(spec)
     except ToolkitError as exc:
-        raise output_unusable(spec, str(exc).removeprefix("tools: ")) from exc
+        raise output_not_importable(spec, exc) from exc

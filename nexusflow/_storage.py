@@ -28,7 +28,7 @@ from prefect.settings import get_current_settings
 from pydantic import BaseModel
 
 from ._secrets import get_logger
-from .errors import StorageError, storage_step_failed
+from .errors import storage_read_failed, storage_record_unreadable, storage_step_unsynced, storage_write_failed
 
 logger = get_logger("nexusflow.storage")
 
@@ -163,9 +163,7 @@ async def synced(session_id: str, *, ending: bool = False) -> None:
         _syncing.pop(session_id, None)
     for key, task in pending:
         if task.cancelled() or task.exception() is not None:
-            error = task.exception()
-            why = f"{type(error).__name__}: {error}" if error is not None else "its sync was cancelled"
-            raise storage_step_failed(_step_of(key), key, why)
+            raise storage_step_unsynced(_step_of(key), key, task.exception())
 
 
 def _is_step_record(path: str) -> bool:
@@ -293,7 +291,7 @@ async def write_record(value: BaseModel, *parts: str, storage: WritableFileSyste
         await _write(storage, key, value.model_dump_json().encode())
     except Exception as exc:
         _failures.pop(key, None)
-        raise StorageError(f"storage: could not write {key}: {type(exc).__name__}: {exc}") from exc
+        raise storage_write_failed(key, exc) from exc
 
 
 async def _write(storage: WritableFileSystem, key: str, content: bytes) -> None:
@@ -318,13 +316,13 @@ async def read_record(model: type[Model], *parts: str, storage: WritableFileSyst
     except Exception as exc:  # each storage says "no such key" in its own exception
         if _missing(exc):
             return None
-        raise StorageError(f"storage: could not read {key}: {type(exc).__name__}: {exc}") from exc
+        raise storage_read_failed(key, exc) from exc
     if not content:
         return None
     try:
         return model.model_validate_json(content)
     except ValueError as exc:
-        raise StorageError(f"storage: the record {key} is unreadable: {exc}") from exc
+        raise storage_record_unreadable(key, exc) from exc
 
 
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound"}

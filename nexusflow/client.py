@@ -23,13 +23,15 @@ from ._runtime import LiveRun
 from ._server import use_server
 from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
 from .errors import (
-    NexusflowError,
     PrefectApiError,
-    ResumeError,
     SessionIdError,
     StorageError,
     argument_wrong,
     describe,
+    resume_not_waiting,
+    resume_other_answer,
+    resume_unknown_session,
+    run_outside_a_flow,
     unwrap,
 )
 from .events import Emit, RunFinished, StreamEvent
@@ -195,13 +197,11 @@ class Client:
         state = await self._sessions.get(session_id)
         record = await read_inputs(session_id, state.inputs) if state is not None else None
         if state is None or record is None:
-            raise ResumeError(f'resume: no session "{session_id}" is known in {self._sessions.where}')
+            raise resume_unknown_session(session_id, self._sessions.where)
         if state.pending is None:
-            raise ResumeError(f'resume: session "{session_id}" is not waiting for an answer')
+            raise resume_not_waiting(session_id)
         if answer.id != state.pending.id:
-            raise ResumeError(
-                f'resume: the answer is for "{answer.id}", but session "{session_id}" waits for "{state.pending.id}"'
-            )
+            raise resume_other_answer(answer.id, session_id, state.pending.id)
         record = record.model_copy(update={"conversation_id": state.conversation_id})
         return await self._start(record, toolkit, session_id, answers={answer.id: answer}, output_type=output_type)
 
@@ -281,7 +281,7 @@ class Client:
         _toolkit("run", toolkit)
         use_server(say=True)
         if not subflow and FlowRunContext.get() is None:
-            raise NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
+            raise run_outside_a_flow()
         options = self.options if output_type is None else self.options.model_copy(update={"output_type": output_type})
         OutputSpec.of(options.output_type)  # an unusable type fails here, before anything runs
         live = LiveRun(

@@ -15,7 +15,7 @@ import anyio
 from pydantic_core import to_json
 
 from ._position import call_position, child_session_id
-from .errors import NexusflowError, describe, tool_error_arguments
+from .errors import describe, map_concurrency_too_low, tool_error_arguments
 from .messages import FunctionSpec, RunResult, ToolResult, ToolSpec
 from .toolkit import Toolkit
 
@@ -106,7 +106,7 @@ async def map_prompts(
     batch again resumes it: finished runs and steps replay. A run that fails, or raises, is
     its own failed result; its siblings go on."""
     if max_concurrency < 1:
-        raise NexusflowError(f"map: max_concurrency must be at least 1, got {max_concurrency}")
+        raise map_concurrency_too_low(max_concurrency)
     prompts = list(prompts)
     results: list[RunResult[Any] | None] = [None] * len(prompts)
     limiter = anyio.CapacityLimiter(max_concurrency)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from .errors import demo_no_weather
 from .messages import ModelRequest, ToolMessage
 from .testing import ScriptedModel
 from .toolkit import tool
@@ -23,7 +24,7 @@ def current_temperature(city: str) -> dict[str, float | str]:
     """
     celsius = _WEATHER.get(city.lower())
     if celsius is None:
-        raise ValueError(f"no weather station in {city}")
+        raise demo_no_weather(city)
     return {"city": city, "celsius": celsius}
 
 

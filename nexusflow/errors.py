@@ -1,17 +1,57 @@
 """Every error nexusflow raises, with its pinned message.
 
-Messages are written here and nowhere else, so docs, tests and users can rely on them.
+Messages are written here and nowhere else, so docs, tests and users can rely on them: a
+module raises a class or a factory's exception from here, and gives it only values and the
+names of what it checks (a call, an argument, what it expected). Worded where they are raised
+are only an ``AssertionError`` (an invariant), an ``AttributeError`` from a module's
+``__getattr__`` (Python's wording), and a ``ValueError`` that is caught on the spot and never
+reaches a user; ``tests/test_errors.py`` lists those and checks the rest. ``Suspended`` is
+defined beside the request it holds, a layer above this module; its message is here.
+
 Tool-level failures are not exceptions: they become error results the model reads
 (see ``tool_error_*`` below), because a bad tool call must never crash a run.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
 from ._secrets import redact
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pydantic import ValidationError
 
 
 class NexusflowError(Exception):
     """Base of every nexusflow error."""
+
+
+def run_outside_a_flow() -> NexusflowError:
+    return NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
+
+
+def map_concurrency_too_low(max_concurrency: int) -> NexusflowError:
+    return NexusflowError(f"map: max_concurrency must be at least 1, got {max_concurrency}")
+
+
+def agent_job_needs_a_style() -> NexusflowError:
+    return NexusflowError("agent_job: command and model need a style")
+
+
+def agent_job_failed(error: str | None) -> NexusflowError:
+    """The job's flow run fails with the run's own error."""
+    return NexusflowError(error or "the agent run failed")
+
+
+def _problems(exc: ValidationError, root: str = "(root)") -> str:
+    """Pydantic's errors on one line: each one's place and what is wrong there."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or root}: {err['msg']}" for err in exc.errors(include_input=False)
+    )
 
 
 def _shown(value: object) -> str:
@@ -46,14 +86,111 @@ def option_unknown(where: str, option: str, known: list[str]) -> ArgumentError:
     return ArgumentError(f"{where}: {option} is not an option (the options: {', '.join(sorted(known))})", option)
 
 
+def tool_steps_take_no_retries() -> ValueError:
+    """Raised in ``TaskConfig``'s validator: pydantic reports it, ``option_refused`` quotes it."""
+    return ValueError(
+        "tool steps take no Prefect retries: a tool may have side effects; "
+        "use ToolPolicy(retries=...) for errors that say nothing happened"
+    )
+
+
+def wait_steps_take_no_retries() -> ValueError:
+    """Raised in ``TaskConfig``'s validator, as ``tool_steps_take_no_retries``."""
+    return ValueError("wait steps take no Prefect retries: a retried wait would ask a person again")
+
+
 class ToolkitError(NexusflowError):
     """A toolkit could not be built: a bad tool, ``mcp.json`` or skills folder."""
+
+
+def tools_no_such_file(name: str) -> ToolkitError:
+    return ToolkitError(f"tools: no such file: {name}")
+
+
+def tools_spec_malformed(spec: str) -> ToolkitError:
+    return ToolkitError(f"tools: expected module:function or file.py:function, got {spec!r}")
+
+
+def tools_import_failed(module: str, exc: BaseException) -> ToolkitError:
+    return ToolkitError(f"tools: cannot import {module}: {type(exc).__name__}: {exc}")
+
+
+def tools_no_attribute(module: str, attribute: str) -> ToolkitError:
+    return ToolkitError(f"tools: {module} has no {attribute!r}")
+
+
+def tool_signature_unreadable(name: str, exc: BaseException) -> ToolkitError:
+    return ToolkitError(f'tool "{name}": cannot read its signature: {exc}')
+
+
+def tool_takes_variadic_arguments(name: str) -> ToolkitError:
+    return ToolkitError(f'tool "{name}": *args and **kwargs cannot be described to a model')
+
+
+def toolkit_duplicate_tool(name: str, first: str, second: str) -> ToolkitError:
+    """``first`` and ``second`` say where each tool comes from (an MCP server, a Python tool)."""
+    return ToolkitError(
+        f'toolkit: two tools are named "{name}" ({first} and {second});'
+        ' rename one, or give an MCP server a "toolPrefix"'
+    )
+
+
+def mcp_config_unreadable(where: str, exc: OSError) -> ToolkitError:
+    return ToolkitError(f"mcp: cannot read {where}: {exc.strerror or exc}")
+
+
+def mcp_config_not_json(where: str, exc: json.JSONDecodeError) -> ToolkitError:
+    return ToolkitError(f"mcp: {where} is not JSON: {exc.msg} at line {exc.lineno}")
+
+
+def mcp_config_invalid(where: str, exc: ValidationError) -> ToolkitError:
+    """Names the offending keys, never a value: a header or env value may be a secret."""
+    return ToolkitError(f"mcp: invalid {where}: {_problems(exc, root='')}")
+
+
+def skills_no_front_matter(path: Path) -> ToolkitError:
+    return ToolkitError(f"skills: {path}: no front matter (a '---' block with name and description)")
+
+
+def skills_front_matter_unclosed(path: Path) -> ToolkitError:
+    return ToolkitError(f"skills: {path}: front matter is not closed by '---'")
+
+
+def skills_front_matter_not_yaml(path: Path, exc: BaseException) -> ToolkitError:
+    return ToolkitError(f"skills: {path}: front matter is not YAML: {exc}")
+
+
+def skills_front_matter_not_mapping(path: Path) -> ToolkitError:
+    return ToolkitError(f"skills: {path}: front matter must be a mapping")
+
+
+def skills_front_matter_incomplete(path: Path, exc: ValidationError) -> ToolkitError:
+    missing = ", ".join(str(err["loc"][0]) for err in exc.errors())
+    return ToolkitError(f"skills: {path}: front matter needs a string {missing}")
+
+
+def skills_not_a_directory(root: Path) -> ToolkitError:
+    return ToolkitError(f"skills: {root} is not a directory")
+
+
+def skills_duplicate(name: str, first: Path, second: Path) -> ToolkitError:
+    return ToolkitError(f'skills: two skills are named "{name}": {first} and {second}')
 
 
 class McpServerError(ToolkitError):
     def __init__(self, server: str, reason: str) -> None:
         self.server = server
         super().__init__(f'mcp: server "{server}" failed to start: {reason}')
+
+
+def mcp_server_failed(server: str, exc: BaseException, startup_timeout: float, stderr: str) -> McpServerError:
+    """``stderr``: the end of what a stdio server printed, empty when it printed nothing."""
+    reason = (
+        f"no answer within startupTimeout ({startup_timeout:g}s)" if isinstance(exc, TimeoutError) else describe(exc)
+    )
+    if stderr:
+        reason = f"{reason}; its stderr ends with:\n{stderr}"
+    return McpServerError(server, reason)
 
 
 class MissingVariableError(ToolkitError):
@@ -85,9 +222,39 @@ class TransientError(ModelError):
     turn writes no record, so the failed run counts its cost from here."""
 
 
+def model_empty_reply() -> ModelError:
+    return ModelError("model: empty reply (no content and no tool calls)")
+
+
+def model_reply_invalid(exc: ValidationError) -> ModelError:
+    return ModelError(f"model: invalid reply: {_problems(exc)}")
+
+
+def model_reply_unusable(value: object) -> ModelError:
+    return ModelError(f"model: invalid reply: expected a ModelReply, a dict or a str, got {type(value).__name__}")
+
+
+def model_generate_raised(exc: BaseException, transient: bool) -> ModelError:
+    """A ``TransientError`` when ``transient`` (a rate limit, a server error, no connection)."""
+    failure = TransientError if transient else ModelError
+    return failure(f"model: generate raised {type(exc).__name__}: {exc}")
+
+
+def scripted_model_has_no_reply(turn: int, scripted: int) -> ModelError:
+    return ModelError(f"model: the scripted model has no reply for turn {turn} ({scripted} scripted)")
+
+
+def scripted_call_not_json(exc: json.JSONDecodeError) -> ModelError:
+    return ModelError(f"model: a `call` line's arguments are not JSON: {exc.msg}")
+
+
 class HookError(NexusflowError):
     def __init__(self, hook: str, exc: BaseException) -> None:
         super().__init__(f"hook {hook} raised {type(exc).__name__}: {exc}")
+
+
+def hook_returned(hook: str, value: object) -> HookError:
+    return HookError(hook, TypeError(f"returned an unsupported {type(value).__name__}"))
 
 
 class MaxTurnsExceeded(NexusflowError):
@@ -108,6 +275,10 @@ def output_unusable(type_name: str, why: str) -> OutputError:
     return OutputError(f"output: {type_name} cannot be an output type: {why}")
 
 
+def output_not_importable(spec: str, exc: ToolkitError) -> OutputError:
+    return output_unusable(spec, str(exc).removeprefix("tools: "))
+
+
 class SessionIdError(NexusflowError, ValueError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"invalid session id {session_id!r}: use 1-128 letters, digits, '.', '_' or '-'")
@@ -115,6 +286,28 @@ class SessionIdError(NexusflowError, ValueError):
 
 class ResumeError(NexusflowError):
     """``client.resume`` was asked to continue something it cannot."""
+
+
+def resume_unknown_session(session_id: str, where: str) -> ResumeError:
+    return ResumeError(f'resume: no session "{session_id}" is known in {where}')
+
+
+def resume_not_waiting(session_id: str) -> ResumeError:
+    return ResumeError(f'resume: session "{session_id}" is not waiting for an answer')
+
+
+def resume_other_answer(answer_id: str, session_id: str, waiting_for: str) -> ResumeError:
+    return ResumeError(f'resume: the answer is for "{answer_id}", but session "{session_id}" waits for "{waiting_for}"')
+
+
+def wait_for_returned(value: object) -> TypeError:
+    return TypeError(f"wait_for returned {type(value).__name__}, not an Answer")
+
+
+def suspended_message(prompt: str) -> str:
+    """The message of ``nexusflow.Suspended``, which stays beside the ``Request`` it holds
+    (a layer above this module); it is the pending run's state message."""
+    return f"pending: {prompt}"
 
 
 class NoRuntimeError(NexusflowError):
@@ -129,6 +322,11 @@ def tool_error_unknown(name: str, known: list[str]) -> str:
 
 def tool_error_arguments(name: str, detail: str) -> str:
     return f'error: invalid arguments for tool "{name}": {detail}'
+
+
+def arguments_not_an_object(value: object) -> ValueError:
+    """``ToolCall.parsed_arguments`` on arguments that decode to something else."""
+    return ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
 
 
 def tool_error_timed_out(name: str, seconds: float) -> str:
@@ -199,6 +397,107 @@ def cli_takes_no_model(style: str) -> CliError:
     return CliError(f'cli: style "{style}" takes no model')
 
 
+def cli_needs_a_model(style: str) -> CliError:
+    return CliError(f'cli: style "{style}" needs a model: its {{{{model}}}} is not in an optional group')
+
+
+def cli_transport_unknown(transport: object) -> CliError:
+    return CliError(f"cli: transport must be a Transport member, got {transport!r}")
+
+
+def cli_permission_denied(command: str) -> CliError:
+    return CliError(f"cli: cannot run {command}: permission denied")
+
+
+def cli_not_utf8(what: str, data: bytes, position: int) -> CliError:
+    """``what``: the output, or the output file."""
+    return CliError(f"cli: {what} is not UTF-8: byte 0x{data[position]:02x} at position {position}")
+
+
+def cli_output_not_json(field: str, text: str) -> CliError:
+    return CliError(f"cli: expected JSON output with a {field!r} field, got: {redact(text).strip()[:200]}")
+
+
+def cli_output_lacks_field(field: str, text: str) -> CliError:
+    return CliError(f"cli: the JSON output has no {field!r} field: {redact(text).strip()[:200]}")
+
+
+def cli_reported_error(said: str) -> CliError:
+    """``said``: the output from the style's error marker on."""
+    text = redact(said)  # before the cap, which could cut a secret in two
+    return CliError(f"cli: the CLI reported an error: {text.strip()[:1000]}")
+
+
+def cli_malformed_reply(launches: int, complaint: str | None) -> CliError:
+    return CliError(f"cli: malformed reply after {launches} launches: {complaint}")
+
+
+def cli_prompt_too_long(size: int, limit: int, style: str) -> CliError:
+    return CliError(
+        f"cli: the prompt is {size} bytes, over the {limit // 1024} KiB limit of one"
+        f' argument; style "{style}" passes it as an argument: use a style whose prompt_mode is'
+        " stdin or file"
+    )
+
+
+def cli_style_wrong_type(style: object) -> CliError:
+    return CliError(
+        f"cli: style must be a CliStyles member or a CliStyle, got {type(style).__name__}"
+        " (a name from text goes through CliStyles.parse)"
+    )
+
+
+def cli_style_fields_not_custom(fields: Iterable[str]) -> CliError:
+    return CliError(f"cli: style fields ({', '.join(sorted(fields))}) are for style=CliStyles.CUSTOM")
+
+
+def cli_style_unknown(name: str, known: Iterable[str]) -> CliError:
+    return CliError(f'cli: unknown style "{name}" (styles: {", ".join(known)})')
+
+
+def cli_style_unreadable(where: str, exc: OSError) -> CliError:
+    return CliError(f"cli: cannot read style {where}: {exc.strerror or exc}")
+
+
+def cli_style_not_json(where: str, exc: json.JSONDecodeError) -> CliError:
+    return CliError(f"cli: style {where} is not JSON: {exc.msg} at line {exc.lineno}")
+
+
+def cli_style_invalid(where: str, exc: ValidationError) -> CliError:
+    return CliError(f"cli: invalid style {where}: {_problems(exc)}")
+
+
+def cli_custom_style_has_no_file() -> CliError:
+    return CliError("cli: CliStyles.CUSTOM has no file: pass its fields (args, prompt_mode, ...)")
+
+
+def style_unknown_placeholder(name: str) -> ValueError:
+    """Raised in ``CliStyle``'s validators (as the two below): ``cli_style_invalid`` quotes it."""
+    return ValueError(f"unknown placeholder {{{{{name}}}}}")
+
+
+def style_mode_lacks_placeholder(prompt_mode: str, needed: str) -> ValueError:
+    return ValueError(f"prompt_mode {prompt_mode!r} needs {{{{{needed}}}}} in args")
+
+
+def style_answer_file_lacks_out() -> ValueError:
+    return ValueError("answer 'file' needs {{out}} in args")
+
+
+def arguments_too_deep(depth: int) -> ValueError:
+    """Why a one-shot reply's call arguments are refused (as the two below): its complaint
+    quotes it, and so does ``cli_malformed_reply`` once the repairs run out."""
+    return ValueError(f"nest deeper than {depth} levels")
+
+
+def arguments_not_json(exc: json.JSONDecodeError) -> ValueError:
+    return ValueError(f"are not valid JSON: {exc.msg}")
+
+
+def arguments_number_too_long() -> ValueError:
+    return ValueError("are not valid JSON: a number too long")
+
+
 class CliTransientError(CliError, TransientError):
     """A CLI failure whose text matches the client's ``retry_on``."""
 
@@ -227,6 +526,106 @@ def acp_line_too_long(limit: int) -> AcpError:
     return AcpError(f"acp: the agent wrote a line over {limit / 2**20:g} MiB")
 
 
+class RemoteError(AcpError):
+    """The agent answered one of our requests with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
+        self.method = method
+        self.code = code
+        self.data = data
+        super().__init__(f"acp: {method} failed: {message} ({code})")
+
+
+def acp_unavailable(why: str) -> AcpError:
+    """ACP was asked for, and this client cannot have it; ``why`` is one of the reasons below."""
+    return AcpError(f"acp: {why}")
+
+
+def no_acp_asked() -> str:
+    """Why a client has no ACP launch (as the two below): the reason the transport's choice logs."""
+    return "the client asked for the one-shot transport"
+
+
+def no_acp_declared(style: str) -> str:
+    return f'style "{style}" declares no ACP launch'
+
+
+def no_acp_adapter(style: str) -> str:
+    return f'style "{style}" speaks ACP through an adapter: pass its path as acp_command'
+
+
+def acp_not_found(command: str) -> AcpError:
+    return AcpError(f"acp: command not found: {command}")
+
+
+def acp_permission_denied(command: str) -> AcpError:
+    return AcpError(f"acp: cannot run {command}: permission denied")
+
+
+def acp_cwd_outside(cwd: object, where: object, root: object) -> AcpError:
+    return AcpError(f"acp: the session cwd {cwd} resolves to {where}, outside the workspace {root}")
+
+
+def acp_no_initialize(command: str, seconds: float) -> AcpError:
+    return AcpError(f"acp: {command} did not answer initialize within {seconds:g}s")
+
+
+def acp_initialize_not_object(reply: object) -> AcpError:
+    return AcpError(f"acp: initialize answered {type(reply).__name__}, not an object")
+
+
+def acp_protocol_version(version: object, ours: int) -> AcpError:
+    return AcpError(f"acp: the agent answered protocolVersion {json.dumps(version)}; nexusflow speaks {ours}")
+
+
+def acp_no_session_id() -> AcpError:
+    return AcpError("acp: session/new answered no sessionId")
+
+
+def acp_cannot_set_model() -> AcpError:
+    return AcpError(
+        "acp: the agent has no model config option and no session/set_model: drop the model"
+        " or choose it in the agent's own settings"
+    )
+
+
+def acp_turn_timed_out(milliseconds: int, stop_reason: object) -> AcpError:
+    """``stop_reason``: what the agent answered the cancelled prompt with, if it answered."""
+    how = (
+        f"the agent ended the turn: {stop_reason}"
+        if stop_reason
+        else "the agent did not answer; its process group was killed"
+    )
+    return AcpError(f"{acp_timed_out(milliseconds)} ({how})")
+
+
+def acp_prompt_failed(exc: BaseException) -> AcpError:
+    return AcpError(f"acp: session/prompt failed: {describe(exc)}")
+
+
+def acp_input_closed() -> AcpError:
+    return AcpError("acp: the agent closed its input")
+
+
+def acp_exited() -> AcpError:
+    return AcpError("acp: the agent exited")
+
+
+def acp_exit_detail(code: int | None, stderr: str) -> str:
+    """How the agent ended, to follow an error: its exit status and the end of its stderr."""
+    detail = f" (exit {code})" if code is not None else ""
+    return f"{detail}: {stderr}" if stderr else detail
+
+
+def acp_exited_during_turn(detail: str) -> AcpError:
+    return AcpError(f"acp: the agent exited during the turn{detail}")
+
+
+def acp_ended(exc: AcpError, detail: str) -> AcpError:
+    """``exc`` told with how the agent ended (``acp_exit_detail``)."""
+    return AcpError(f"{exc}{detail}")
+
+
 class StorageError(NexusflowError):
     """A record a run needs to resume could not be written or read: the run fails rather
     than report a result it could not keep."""
@@ -234,6 +633,32 @@ class StorageError(NexusflowError):
 
 def storage_step_failed(step: str, key: str, why: str) -> StorageError:
     return StorageError(f"storage: the result of {step} could not be stored under {key}: {why}")
+
+
+def storage_step_rolled_back(step: str, key: str) -> StorageError:
+    return storage_step_failed(step, key, "its transaction was rolled back (the log says why)")
+
+
+def storage_step_unsynced(step: str, key: str, exc: BaseException | None) -> StorageError:
+    """``exc``: what the record's sync raised; None when it was cancelled."""
+    why = f"{type(exc).__name__}: {exc}" if exc is not None else "its sync was cancelled"
+    return storage_step_failed(step, key, why)
+
+
+def storage_write_failed(key: str, exc: BaseException) -> StorageError:
+    return StorageError(f"storage: could not write {key}: {type(exc).__name__}: {exc}")
+
+
+def storage_read_failed(key: str, exc: BaseException) -> StorageError:
+    return StorageError(f"storage: could not read {key}: {type(exc).__name__}: {exc}")
+
+
+def storage_record_unreadable(key: str, exc: BaseException) -> StorageError:
+    return StorageError(f"storage: the record {key} is unreadable: {exc}")
+
+
+def storage_inputs_missing(reference: str, session_id: str) -> StorageError:
+    return StorageError(f'storage: the inputs "{reference}" of session "{session_id}" are not in result storage')
 
 
 class SessionBusyError(NexusflowError):
@@ -283,3 +708,161 @@ class PrefectApiError(NexusflowError):
 
 class SubscriptionLimitError(NexusflowError):
     """A subscription limit (``limit=``, ``max_concurrent=``, ``per_minute=``) that cannot be held."""
+
+
+def limit_name_invalid(name: object) -> SubscriptionLimitError:
+    return SubscriptionLimitError(f"limit: invalid name {name!r}: use 1-100 letters, digits, '-' or '_'")
+
+
+def limit_without_bounds(name: str) -> SubscriptionLimitError:
+    return SubscriptionLimitError(f'limit "{name}": give max_concurrent, per_minute or both')
+
+
+def limit_concurrency_invalid(name: str, value: object) -> SubscriptionLimitError:
+    return SubscriptionLimitError(f'limit "{name}": max_concurrent must be a positive integer, not {value!r}')
+
+
+def limit_rate_invalid(name: str, value: object) -> SubscriptionLimitError:
+    return SubscriptionLimitError(f'limit "{name}": per_minute must be a positive number, not {value!r}')
+
+
+def limit_without_name() -> SubscriptionLimitError:
+    return SubscriptionLimitError("limit: max_concurrent and per_minute need a limit name (limit=...)")
+
+
+class UsageError(NexusflowError):
+    """A command line that cannot run as given: exit status 2, one line."""
+
+
+def usage_no_command() -> UsageError:
+    return UsageError(
+        "a COMMAND is needed: run, demo, answer, show, server, styles or mcp-bridge (see nexusflow --help)"
+    )
+
+
+def usage_no_styles_command() -> UsageError:
+    return UsageError("styles needs a COMMAND: list or verify")
+
+
+def usage_session(exc: SessionIdError) -> UsageError:
+    return UsageError(f"--session: {exc}")
+
+
+def usage_tools(exc: ToolkitError) -> UsageError:
+    return UsageError(str(exc).replace("tools:", "--tools:", 1))
+
+
+def usage_files(exc: ToolkitError) -> UsageError:
+    """An ``mcp.json`` or skills folder refused, named by its flag."""
+    text = str(exc)
+    for prefix, flag in (("mcp:", "--mcp:"), ("skills:", "--skills:")):
+        text = text.replace(prefix, flag, 1) if text.startswith(prefix) else text
+    return UsageError(text)
+
+
+def usage_output_type(exc: OutputError) -> UsageError:
+    return UsageError(str(exc).replace("output:", "--output-type:", 1))
+
+
+def usage_script_unreadable(path: Path, exc: BaseException) -> UsageError:
+    return UsageError(f"--script: cannot read {path}: {exc}")
+
+
+def usage_script_not_a_list() -> UsageError:
+    return UsageError("--script: the file must hold a JSON list of replies")
+
+
+def usage_data_not_json(exc: json.JSONDecodeError) -> UsageError:
+    return UsageError(f"--data must be JSON: {exc.msg}")
+
+
+def usage_not_installed(flag: str, command: str) -> UsageError:
+    return UsageError(f"{flag}: {cli_not_found(command)}")
+
+
+def usage_max_turns(value: int) -> UsageError:
+    return UsageError(f"--max-turns must be 1 or more, not {value}")
+
+
+def usage_timeout(value: float) -> UsageError:
+    return UsageError(f"--timeout must be more than 0 seconds, not {value:g}")
+
+
+def usage_command_without_style() -> UsageError:
+    return UsageError("--command and --model need --style (or --style-file)")
+
+
+def usage_script_with_style() -> UsageError:
+    return UsageError("--script plays the scripted model; it does not go with --style")
+
+
+def usage_custom_style() -> UsageError:
+    return UsageError("--style custom has no fields on the command line: describe it in a file, --style-file")
+
+
+def usage_answer_with_prompt() -> UsageError:
+    return UsageError("--answer goes on with the session's own prompt: give no PROMPT")
+
+
+def usage_answer_without_session() -> UsageError:
+    return UsageError("--answer needs --session ID: the pending run to answer")
+
+
+def usage_no_prompt() -> UsageError:
+    return UsageError("run needs a PROMPT (or --session ID --answer approve|deny to answer a pending run)")
+
+
+def usage_empty_prompt() -> UsageError:
+    return UsageError("run needs a PROMPT with something in it; this one is empty")
+
+
+def usage_session_not_waiting(session_id: str) -> UsageError:
+    return UsageError(f'session "{session_id}" is not waiting for an answer')
+
+
+def usage_tool_missing(session_id: str, tool: str) -> UsageError:
+    return UsageError(
+        f'session "{session_id}" waits to run the tool "{tool}", which this toolkit lacks: '
+        "give the --tools (--mcp, --skills) it was started with"
+    )
+
+
+def usage_not_a_flow_run_id(text: str) -> UsageError:
+    return UsageError(f"not a flow run id: {text}")
+
+
+def usage_no_flow_run(flow_run_id: str) -> UsageError:
+    return UsageError(f"no flow run {flow_run_id} on this Prefect server")
+
+
+def usage_flow_run_not_waiting(flow_run_id: str, state: str | None) -> UsageError:
+    """``state``: the flow run's state name, None before it started."""
+    return UsageError(
+        f"flow run {flow_run_id} is not waiting for an answer: it is {'not started' if state is None else state}"
+    )
+
+
+def usage_no_run(run_id: str) -> UsageError:
+    return UsageError(f'no run is known as "{run_id}" (a session id or a flow run id) on this Prefect server')
+
+
+def usage_no_verify_recipe(style: str) -> UsageError:
+    return UsageError(f"styles verify has no scripted-server recipe for {style}")
+
+
+def usage_server_running(home: Path, url: str) -> UsageError:
+    return UsageError(f"a server for {home} is already running at {url}")
+
+
+def no_scripted_recipe(style: str) -> ValueError:
+    """``nexusflow.testing``: a style its scripted model server cannot stand in for."""
+    return ValueError(f"no scripted-server recipe for style {style}")
+
+
+def scripted_server_not_started() -> RuntimeError:
+    return RuntimeError("the scripted model server did not start")
+
+
+def demo_no_weather(city: str) -> ValueError:
+    """The demo's weather tool, asked for a city it has no reading for."""
+    return ValueError(f"no weather station in {city}")

@@ -35,7 +35,3 @@ async def call_hook(name: str, hook: Callable[..., Any], *args: Any) -> Any:
     except Exception as exc:
         raise HookError(name, exc) from exc
     return value
-
-
-def hook_returned(name: str, value: Any) -> HookError:
-    return HookError(name, TypeError(f"returned an unsupported {type(value).__name__}"))

@@ -18,7 +18,7 @@ from prefect.runtime import flow_run
 from ._imports import import_output_type, import_tools
 from .cli_client import create_cli_client
 from .client import Client, create_in_process_client
-from .errors import NexusflowError
+from .errors import agent_job_failed, agent_job_needs_a_style
 from .messages import RunResult
 from .output import OutputSpec
 from .policies import ToolPolicy
@@ -41,7 +41,7 @@ def _client(
 ) -> Client:
     if style is None:
         if command or model:
-            raise NexusflowError("agent_job: command and model need a style")
+            raise agent_job_needs_a_style()
         return create_in_process_client(ScriptedModel(script) if script else follow_prompt, **options)
     return create_cli_client(style, command, model, transport=transport, acp_command=acp_command, **options)
 
@@ -97,7 +97,7 @@ async def agent_job(
     async with await Toolkit.load(tools=import_tools(tools or []), mcp_config=mcp_config, skills_dir=skills_dir) as kit:
         result = await client.run(prompt, kit, session_id=session, subflow=False, output_type=target)
     if result.status == "failed":
-        raise NexusflowError(result.error or "the agent run failed")
+        raise agent_job_failed(result.error)
     spec = OutputSpec.of(target)
     if spec is None or result.status != "completed":
         return result

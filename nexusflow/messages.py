@@ -23,6 +23,8 @@ from pydantic import (
 )
 from typing_extensions import TypeVar
 
+from .errors import arguments_not_an_object
+
 
 def repair_text(text: str) -> str:
     """Replace each lone surrogate with U+FFFD (a split pair becomes its character again).
@@ -112,7 +114,7 @@ class ToolCall(BaseModel):
         """The arguments as an object; raises ``ValueError`` when they are not a JSON object."""
         value = repair_json(json.loads(self.function.arguments or "{}"))
         if not isinstance(value, dict):
-            raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
+            raise arguments_not_an_object(value)
         return value
 
 

@@ -8,7 +8,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from .errors import SubscriptionLimitError
+from .errors import (
+    limit_concurrency_invalid,
+    limit_name_invalid,
+    limit_rate_invalid,
+    limit_without_bounds,
+    limit_without_name,
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 
@@ -37,13 +43,13 @@ class SubscriptionLimit(BaseModel):
             return data
         name, most, rate = data.get("name"), data.get("max_concurrent"), data.get("per_minute")
         if not isinstance(name, str) or not _NAME.match(name):
-            raise SubscriptionLimitError(f"limit: invalid name {name!r}: use 1-100 letters, digits, '-' or '_'")
+            raise limit_name_invalid(name)
         if most is None and rate is None:
-            raise SubscriptionLimitError(f'limit "{name}": give max_concurrent, per_minute or both')
+            raise limit_without_bounds(name)
         if most is not None and not _positive(most, integer=True):
-            raise SubscriptionLimitError(f'limit "{name}": max_concurrent must be a positive integer, not {most!r}')
+            raise limit_concurrency_invalid(name, most)
         if rate is not None and not _positive(rate, integer=False):
-            raise SubscriptionLimitError(f'limit "{name}": per_minute must be a positive number, not {rate!r}')
+            raise limit_rate_invalid(name, rate)
         return data
 
     @classmethod
@@ -53,7 +59,7 @@ class SubscriptionLimit(BaseModel):
         """The limit the three client options describe, or None when none is given."""
         if name is None:
             if max_concurrent is not None or per_minute is not None:
-                raise SubscriptionLimitError("limit: max_concurrent and per_minute need a limit name (limit=...)")
+                raise limit_without_name()
             return None
         return cls(name=name, max_concurrent=max_concurrent, per_minute=per_minute)
 

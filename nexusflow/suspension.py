@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from .errors import NexusflowError
+from .errors import NexusflowError, suspended_message
 from .messages import Answer, Request
 
 
@@ -49,7 +49,7 @@ class Suspended(NexusflowError):
 
     def __init__(self, request: Request) -> None:
         self.request = request
-        super().__init__(f"pending: {request.prompt}")
+        super().__init__(suspended_message(request.prompt))
 
 
 def outcome_text(request: Request, answer: Answer | None) -> str:

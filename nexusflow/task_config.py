@@ -13,6 +13,8 @@ from typing import Any
 from prefect.filesystems import WritableFileSystem
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .errors import tool_steps_take_no_retries, wait_steps_take_no_retries
+
 
 class StepOptions(BaseModel):
     """Prefect task options for one kind of step."""
@@ -51,10 +53,7 @@ class TaskConfig(BaseModel):
     @model_validator(mode="after")
     def _retries_where_safe(self) -> TaskConfig:
         if self.tool.retries:
-            raise ValueError(
-                "tool steps take no Prefect retries: a tool may have side effects; "
-                "use ToolPolicy(retries=...) for errors that say nothing happened"
-            )
+            raise tool_steps_take_no_retries()
         if self.wait.retries:
-            raise ValueError("wait steps take no Prefect retries: a retried wait would ask a person again")
+            raise wait_steps_take_no_retries()
         return self

@@ -1,7 +1,7 @@
 """Imports run one way: the command and the client over flows, flows over tasks, tasks over
-transports and the toolkit, those over messages and errors; and no module imports itself
-back through others, ``TYPE_CHECKING`` and function-level imports included. Read from the
-source (no import runs), so a circle hidden behind ``TYPE_CHECKING`` counts."""
+transports and the toolkit, those over messages, messages over errors; and no module imports
+itself back through others, ``TYPE_CHECKING`` and function-level imports included. Read from
+the source (no import runs), so a circle hidden behind ``TYPE_CHECKING`` counts."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from pathlib import Path
 PACKAGE = Path(__file__).parent.parent / "nexusflow"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (13, ("nexusflow.__main__",)),
-    (12, ("nexusflow.command",)),
-    (11, ("nexusflow",)),
-    (10, ("nexusflow.demo", "nexusflow.job")),
-    (9, ("nexusflow.testing",)),
-    (8, ("nexusflow.cli_client",)),
-    (7, ("nexusflow.client",)),
-    (6, ("nexusflow.flows", "nexusflow.compose")),
-    (5, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),
-    (4, ("nexusflow.transports", "nexusflow.options")),
-    (3, ("nexusflow.toolkit", "nexusflow.memory", "nexusflow._locks")),
+    (14, ("nexusflow.__main__",)),
+    (13, ("nexusflow.command",)),
+    (12, ("nexusflow",)),
+    (11, ("nexusflow.demo", "nexusflow.job")),
+    (10, ("nexusflow.testing",)),
+    (9, ("nexusflow.cli_client",)),
+    (8, ("nexusflow.client",)),
+    (7, ("nexusflow.flows", "nexusflow.compose")),
+    (6, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),
+    (5, ("nexusflow.transports", "nexusflow.options")),
+    (4, ("nexusflow.toolkit", "nexusflow.memory", "nexusflow._locks")),
     (
-        2,
+        3,
         (
             "nexusflow._position",
             "nexusflow._storage",
@@ -43,7 +43,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "nexusflow.settings",
         ),
     ),
-    (1, ("nexusflow.messages", "nexusflow.errors")),
+    (2, ("nexusflow.messages",)),
+    (1, ("nexusflow.errors",)),
     (0, ("nexusflow._secrets", "nexusflow._digest")),
 ]
 """Higher layers may import lower ones; a module may import its own layer only within its

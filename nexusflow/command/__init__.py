@@ -12,17 +12,13 @@ from collections.abc import Sequence
 
 from cyclopts import App, CycloptsError, Parameter
 
-from ..errors import ArgumentError, NexusflowError
+from ..errors import ArgumentError, NexusflowError, UsageError, usage_no_command, usage_no_styles_command
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PENDING = 3
 EXIT_PIPE_CLOSED = 128 + 13
 """What a shell reports for a program that SIGPIPE stopped: the reader (``| head``) left."""
-
-
-class UsageError(NexusflowError):
-    """A command line that cannot run as given: exit status 2, one line."""
 
 
 def _version() -> str:
@@ -60,14 +56,12 @@ app.command(styles)
 
 @app.default
 def _no_command() -> None:
-    raise UsageError(
-        "a COMMAND is needed: run, demo, answer, show, server, styles or mcp-bridge (see nexusflow --help)"
-    )
+    raise usage_no_command()
 
 
 @styles.default
 def _no_styles_command() -> None:
-    raise UsageError("styles needs a COMMAND: list or verify")
+    raise usage_no_styles_command()
 
 
 @app.command(name="mcp-bridge")

@@ -26,7 +26,38 @@ from .._imports import import_output_type, import_tools
 from .._server import use_server
 from ..cli_client import create_cli_client
 from ..client import Client, check_session_id, create_in_process_client, new_session_id
-from ..errors import CliError, OutputError, SessionIdError, SubscriptionLimitError, ToolkitError, cli_not_found
+from ..errors import (
+    CliError,
+    OutputError,
+    SessionIdError,
+    SubscriptionLimitError,
+    ToolkitError,
+    UsageError,
+    usage_answer_with_prompt,
+    usage_answer_without_session,
+    usage_command_without_style,
+    usage_custom_style,
+    usage_data_not_json,
+    usage_empty_prompt,
+    usage_files,
+    usage_flow_run_not_waiting,
+    usage_max_turns,
+    usage_no_flow_run,
+    usage_no_prompt,
+    usage_no_run,
+    usage_no_verify_recipe,
+    usage_not_a_flow_run_id,
+    usage_not_installed,
+    usage_output_type,
+    usage_script_not_a_list,
+    usage_script_unreadable,
+    usage_script_with_style,
+    usage_session,
+    usage_session_not_waiting,
+    usage_timeout,
+    usage_tool_missing,
+    usage_tools,
+)
 from ..flows.report import artifact_key
 from ..memory import SessionStore
 from ..messages import Answer, RunResult
@@ -38,7 +69,7 @@ from ..toolkit.skills import load_skills
 from ..transports.choice import Transport
 from ..transports.oneshot import CliStyles, builtin_style, load_cli_style
 from ..waits import answer_flow_run
-from . import EXIT_FAILED, EXIT_PENDING, UsageError
+from . import EXIT_FAILED, EXIT_PENDING
 from .invocation import Invocation, absolute, absolute_command, absolute_tool, load_invocation, save_invocation
 
 
@@ -70,14 +101,14 @@ def _session_id(text: str) -> str:
     try:
         return check_session_id(text)
     except SessionIdError as exc:
-        raise UsageError(f"--session: {exc}") from None
+        raise usage_session(exc) from None
 
 
 def _tools(specs: Sequence[str]) -> list[Any]:
     try:
         return import_tools(specs)
     except ToolkitError as exc:
-        raise UsageError(str(exc).replace("tools:", "--tools:", 1)) from exc
+        raise usage_tools(exc) from exc
 
 
 def _check_files(mcp: str | None, skills: str | None) -> None:
@@ -89,10 +120,7 @@ def _check_files(mcp: str | None, skills: str | None) -> None:
         if skills is not None:
             load_skills(skills)
     except ToolkitError as exc:
-        text = str(exc)
-        for prefix, flag in (("mcp:", "--mcp:"), ("skills:", "--skills:")):
-            text = text.replace(prefix, flag, 1) if text.startswith(prefix) else text
-        raise UsageError(text) from exc
+        raise usage_files(exc) from exc
 
 
 def _output_type(spec: str | None) -> Any:
@@ -101,7 +129,7 @@ def _output_type(spec: str | None) -> Any:
         target = import_output_type(spec)
         OutputSpec.of(target)
     except OutputError as exc:
-        raise UsageError(str(exc).replace("output:", "--output-type:", 1)) from exc
+        raise usage_output_type(exc) from exc
     return target
 
 
@@ -109,9 +137,9 @@ def _script(path: Path) -> ScriptedModel:
     try:
         replies = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"--script: cannot read {path}: {exc}") from exc
+        raise usage_script_unreadable(path, exc) from exc
     if not isinstance(replies, list):
-        raise UsageError("--script: the file must hold a JSON list of replies")
+        raise usage_script_not_a_list()
     return ScriptedModel(replies)
 
 
@@ -121,7 +149,7 @@ def _data(text: str | None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"--data must be JSON: {exc.msg}") from exc
+        raise usage_data_not_json(exc) from exc
 
 
 def ui_hint(flow_run_id: str | None) -> str:
@@ -190,16 +218,16 @@ def _installed(command: str | None, flag: str) -> None:
     """A missing binary is refused before any server or flow starts (the run would only
     find out at its first turn)."""
     if command is not None and shutil.which(command) is None:
-        raise UsageError(f"{flag}: {cli_not_found(command)}")
+        raise usage_not_installed(flag, command)
 
 
 def _client(invocation: Invocation) -> Client:
     """The client an invocation describes; every mistake in it is a usage error, found
     before Prefect starts."""
     if invocation.max_turns is not None and invocation.max_turns < 1:
-        raise UsageError(f"--max-turns must be 1 or more, not {invocation.max_turns}")
+        raise usage_max_turns(invocation.max_turns)
     if invocation.timeout is not None and invocation.timeout <= 0:
-        raise UsageError(f"--timeout must be more than 0 seconds, not {invocation.timeout:g}")
+        raise usage_timeout(invocation.timeout)
     options: dict[str, Any] = {
         "system_prompt": invocation.system,
         "limit": invocation.limit,
@@ -212,16 +240,16 @@ def _client(invocation: Invocation) -> Client:
     style = invocation.style
     if style is None and invocation.style_file is None:
         if invocation.command or invocation.model:
-            raise UsageError("--command and --model need --style (or --style-file)")
+            raise usage_command_without_style()
         script = invocation.script
         try:
             return create_in_process_client(_script(Path(script)) if script else follow_prompt, **options)
         except SubscriptionLimitError as exc:
             raise UsageError(str(exc)) from exc
     if invocation.script is not None:
-        raise UsageError("--script plays the scripted model; it does not go with --style")
+        raise usage_script_with_style()
     if style is CliStyles.CUSTOM:
-        raise UsageError("--style custom has no fields on the command line: describe it in a file, --style-file")
+        raise usage_custom_style()
     cli_options: dict[str, Any] = {
         "timeout": invocation.timeout,
         "transport": invocation.transport,
@@ -338,14 +366,14 @@ async def run(
     given = {flag: value for flag, value in given.items() if value is not None}
     if answer is not None:
         if prompt is not None:
-            raise UsageError("--answer goes on with the session's own prompt: give no PROMPT")
+            raise usage_answer_with_prompt()
         if session is None:
-            raise UsageError("--answer needs --session ID: the pending run to answer")
+            raise usage_answer_without_session()
         return await _answer_session(_session_id(session), given, answer == "approve", _data(data), reason)
     if prompt is None:
-        raise UsageError("run needs a PROMPT (or --session ID --answer approve|deny to answer a pending run)")
+        raise usage_no_prompt()
     if not prompt.strip():
-        raise UsageError("run needs a PROMPT with something in it; this one is empty")
+        raise usage_empty_prompt()
     invocation = Invocation.model_validate(given)
     client = _client(invocation)
     session_id = _session_id(session) if session is not None else new_session_id()
@@ -366,15 +394,12 @@ async def _answer_session(session: str, given: dict[str, Any], ok: bool, data: A
     _check_files(invocation.mcp, invocation.skills)
     state = await SessionStore().get(session)
     if state is None or state.pending is None:
-        raise UsageError(f'session "{session}" is not waiting for an answer')
+        raise usage_session_not_waiting(session)
     kit = _tools(invocation.tools)
     async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
         needed = state.pending.tool
         if needed is not None and toolkit.get(needed) is None:
-            raise UsageError(
-                f'session "{session}" waits to run the tool "{needed}", which this toolkit lacks: '
-                "give the --tools (--mcp, --skills) it was started with"
-            )
+            raise usage_tool_missing(session, needed)
         reply = Answer(id=state.pending.id, ok=ok, data=data, reason=reason)
         result = await client.resume(session, reply, toolkit)
     return await _finish(result, client)
@@ -404,18 +429,16 @@ async def answer(
     try:
         run_id = UUID(flow_run_id)
     except ValueError:
-        raise UsageError(f"not a flow run id: {flow_run_id}") from None
+        raise usage_not_a_flow_run_id(flow_run_id) from None
     payload = _data(data)
     use_server()
     async with get_client() as client:
         try:
             state = (await client.read_flow_run(run_id)).state
         except ObjectNotFound:
-            raise UsageError(f"no flow run {flow_run_id} on this Prefect server") from None
+            raise usage_no_flow_run(flow_run_id) from None
     if state is None or not state.is_paused():
-        raise UsageError(
-            f"flow run {flow_run_id} is not waiting for an answer: it is {state.name if state else 'not started'}"
-        )
+        raise usage_flow_run_not_waiting(flow_run_id, state.name if state else None)
     await answer_flow_run(flow_run_id, approve=approve, data=payload, reason=reason)
     print(f"nexusflow: answered flow run {flow_run_id}: {'approved' if approve else 'denied'}", file=sys.stderr)
     return 0
@@ -462,7 +485,7 @@ async def show(run_id: str, /) -> int:
     async with get_client() as client:
         runs = await _runs_of(client, run_id)
         if not runs:
-            raise UsageError(f'no run is known as "{run_id}" (a session id or a flow run id) on this Prefect server')
+            raise usage_no_run(run_id)
         session = runs[-1].parameters.get("session_id") or f"job-{runs[-1].id}"
         transcript = await Artifact.aget(artifact_key("transcript", str(session)), client=client)
         print(transcript.data if transcript is not None else f"(no transcript for session {session})")
@@ -519,7 +542,7 @@ async def styles_verify(
     from ..testing.conformance import verify_acp, verify_one_shot, version_of
 
     if style in (CliStyles.CUSTOM, CliStyles.DEVIN):
-        raise UsageError(f"styles verify has no scripted-server recipe for {style.value}")
+        raise usage_no_verify_recipe(style.value)
     chosen = builtin_style(style)
     print(
         f"{style.value}: {command} — {version_of(command)}"

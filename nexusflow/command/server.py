@@ -16,7 +16,8 @@ from types import FrameType
 from prefect.settings import get_current_settings
 
 from .._server import ServerRecord, recorded_server, remove_server_record, write_server_record
-from . import EXIT_FAILED, UsageError
+from ..errors import usage_server_running
+from . import EXIT_FAILED
 
 LEASES = "prefect.server.concurrency.lease_storage.filesystem"
 """Where the server keeps concurrency leases unless told otherwise: in its home, so a
@@ -48,7 +49,7 @@ def server(*, host: str | None = None, port: int | None = None) -> int:
     home = Path(settings.home)
     running = recorded_server(home)
     if running is not None:
-        raise UsageError(f"a server for {home} is already running at {running}")
+        raise usage_server_running(home, running)
     host, port = host or settings.server.api.host, port or settings.server.api.port
     url = f"http://{host}:{port}/api"
     environment = {

@@ -25,6 +25,7 @@ from ..errors import (
     StorageError,
     TransientError,
     describe,
+    storage_inputs_missing,
     unwrap,
 )
 from ..memory import SessionRecord, read_inputs
@@ -215,5 +216,5 @@ async def _inputs(session_id: str, reference: str | None, prompt: str) -> Sessio
         return SessionRecord(prompt=prompt)
     record = await read_inputs(session_id, reference)
     if record is None:
-        raise StorageError(f'storage: the inputs "{reference}" of session "{session_id}" are not in result storage')
+        raise storage_inputs_missing(reference, session_id)
     return record

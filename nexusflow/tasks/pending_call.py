@@ -11,6 +11,7 @@ from prefect.client.schemas.objects import State
 from prefect.states import Completed
 
 from .._storage import synced
+from ..errors import wait_for_returned
 from ..messages import Answer, Request
 from .keys import POSITIONAL_KEY
 from .shown import shown
@@ -50,7 +51,7 @@ async def wait(
     await synced(session_id)
     answer = await resolve(request)
     if not isinstance(answer, Answer):
-        raise TypeError(f"wait_for returned {type(answer).__name__}, not an Answer")
+        raise wait_for_returned(answer)
     decision = "Approved" if answer.ok else "Expired" if answer.reason == "expired" else "Declined"
     return Completed(name=decision, message=shown(answer.reason) if answer.reason else None, data=answer)
 

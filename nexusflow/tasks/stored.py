@@ -6,7 +6,7 @@ from __future__ import annotations
 from prefect.transactions import Transaction
 
 from .._storage import storage_failure
-from ..errors import storage_step_failed
+from ..errors import storage_step_failed, storage_step_rolled_back
 
 _rolled_back: set[str] = set()
 
@@ -31,4 +31,6 @@ def check_stored(name: str, key: str, replayed: bool) -> None:
     _rolled_back.discard(key)
     if replayed or (why is None and not rolled_back):
         return
-    raise storage_step_failed(name, key, why or "its transaction was rolled back (the log says why)")
+    if why:
+        raise storage_step_failed(name, key, why)
+    raise storage_step_rolled_back(name, key)

@@ -23,7 +23,8 @@ from pydantic import BaseModel
 from .._locks import slot
 from .._position import CallPosition, call_position
 from .._storage import synced
-from ..hooks import AfterTool, BeforeTool, call_hook, hook_returned
+from ..errors import hook_returned
+from ..hooks import AfterTool, BeforeTool, call_hook
 from ..messages import Answer, Request, ToolCall, ToolResult
 from ..policies import ToolPolicy, concurrency_limit_name, policy_for
 from ..suspension import Suspension, answer_var

@@ -15,9 +15,9 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from .._storage import synced
-from ..errors import ModelError, TransientError
+from ..errors import TransientError, hook_returned, model_empty_reply
 from ..events import Emit
-from ..hooks import AfterLlm, BeforeLlm, call_hook, hook_returned
+from ..hooks import AfterLlm, BeforeLlm, call_hook
 from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolCall
 from ..subscription import SubscriptionLimit
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
@@ -74,7 +74,7 @@ async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnS
                 raise hook_returned("after_llm", replaced)
             reply = replaced
     if reply.content is None and not reply.tool_calls:
-        raise ModelError("model: empty reply (no content and no tool calls)")
+        raise model_empty_reply()
     return TurnRecord(reply=reply, seconds=time.perf_counter() - started)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..errors import no_scripted_recipe
 from ..transports.oneshot.style import CliStyles
 
 FAKE_KEY = "nexusflow-scripted-key"
@@ -103,4 +104,4 @@ def scripted_environment(
             "OPENAI_API_KEY": FAKE_KEY,
             "OPENAI_HOST": url,
         }
-    raise ValueError(f"no scripted-server recipe for style {style.value}")
+    raise no_scripted_recipe(style.value)

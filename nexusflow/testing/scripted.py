@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._checks import sequence
-from ..errors import ModelError
+from ..errors import scripted_call_not_json, scripted_model_has_no_reply
 from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolMessage, UserMessage
 from ..transports import coerce_reply
 
@@ -40,7 +40,7 @@ class ScriptedModel:
             index = len(self.requests)
             self.requests.append(request)
         if index >= len(self._steps):
-            raise ModelError(f"model: the scripted model has no reply for turn {index} ({len(self._steps)} scripted)")
+            raise scripted_model_has_no_reply(index, len(self._steps))
         step = self._steps[index]
         return coerce_reply(step(request) if callable(step) else step)
 
@@ -72,7 +72,7 @@ def follow_prompt(request: ModelRequest) -> ModelReply:
     try:
         planned = _planned_turns(prompt)
     except json.JSONDecodeError as exc:
-        raise ModelError(f"model: a `call` line's arguments are not JSON: {exc.msg}") from exc
+        raise scripted_call_not_json(exc) from exc
     if turn < len(planned):
         calls = [dict(call, id=f"call_{turn}_{index}") for index, call in enumerate(planned[turn])]
         return ModelReply.model_validate({"tool_calls": calls})

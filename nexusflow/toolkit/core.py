@@ -15,12 +15,12 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from .._checks import optional_text, sequence
 from .._secrets import get_logger
 from ..errors import (
-    ToolkitError,
     argument_wrong,
     tool_error_arguments,
     tool_error_raised,
     tool_error_timed_out,
     tool_error_unknown,
+    toolkit_duplicate_tool,
 )
 from ..messages import ToolResult, ToolSpec, repair_json
 from ..policies import NO_POLICY, ToolPolicy
@@ -115,10 +115,7 @@ class Toolkit:
 
     def _add(self, item: Tool) -> None:
         if item.name in self._tools:
-            raise ToolkitError(
-                f'toolkit: two tools are named "{item.name}" ({_origin(self._tools[item.name])} and {_origin(item)});'
-                ' rename one, or give an MCP server a "toolPrefix"'
-            )
+            raise toolkit_duplicate_tool(item.name, _origin(self._tools[item.name]), _origin(item))
         self._tools[item.name] = item
 
     @classmethod

@@ -15,7 +15,7 @@ from pydantic_core import PydanticSerializationError, to_json, to_jsonable_pytho
 
 from .._checks import function, optional_text
 from .._secrets import get_logger
-from ..errors import ToolkitError, tool_error_arguments
+from ..errors import tool_error_arguments, tool_signature_unreadable, tool_takes_variadic_arguments
 from ..messages import FunctionSpec, ToolResult, ToolSpec, repair_json
 from ..suspension import Suspension
 
@@ -79,11 +79,11 @@ class FunctionTool:
         try:
             signature = inspect.signature(fn, eval_str=True)
         except (NameError, TypeError) as exc:
-            raise ToolkitError(f'tool "{self.name}": cannot read its signature: {exc}') from exc
+            raise tool_signature_unreadable(self.name, exc) from exc
         fields: dict[str, Any] = {}
         for param in signature.parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise ToolkitError(f'tool "{self.name}": *args and **kwargs cannot be described to a model')
+                raise tool_takes_variadic_arguments(self.name)
             annotation = Any if param.annotation is param.empty else param.annotation
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, Field(default, description=param_docs.get(param.name)))

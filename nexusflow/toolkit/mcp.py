@@ -20,7 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._env import expand, expand_all
 from .._secrets import get_logger, redact
-from ..errors import McpCallError, McpServerError, ToolkitError, describe
+from ..errors import (
+    McpCallError,
+    describe,
+    mcp_config_invalid,
+    mcp_config_not_json,
+    mcp_config_unreadable,
+    mcp_server_failed,
+)
 from ..messages import FunctionSpec, ToolResult, ToolSpec
 
 if TYPE_CHECKING:  # the MCP SDK costs ~0.4 s to import: only runs with an MCP server pay it
@@ -75,16 +82,13 @@ def load_mcp_config(source: str | Path | dict[str, Any]) -> McpConfig:
         try:
             data = json.loads(Path(source).read_text(encoding="utf-8"))
         except OSError as exc:
-            raise ToolkitError(f"mcp: cannot read {where}: {exc.strerror or exc}") from exc
+            raise mcp_config_unreadable(where, exc) from exc
         except json.JSONDecodeError as exc:
-            raise ToolkitError(f"mcp: {where} is not JSON: {exc.msg} at line {exc.lineno}") from exc
+            raise mcp_config_not_json(where, exc) from exc
     try:
         return McpConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_input=False)
-        )
-        raise ToolkitError(f"mcp: invalid {where}: {problems}") from exc
+        raise mcp_config_invalid(where, exc) from exc
 
 
 class _StderrTap:
@@ -210,14 +214,8 @@ async def connect_server(name: str, server: StdioServer | RemoteServer, stack: A
         with anyio.fail_after(server.startup_timeout):
             client, listed = await group.start(hold)
     except Exception as exc:
-        reason = (
-            f"no answer within startupTimeout ({server.startup_timeout:g}s)"
-            if isinstance(exc, TimeoutError)
-            else describe(exc)
-        )
-        if tap is not None and (said := tap.tail()):
-            reason = f"{reason}; its stderr ends with:\n{said}"
-        raise McpServerError(name, reason) from exc
+        said = tap.tail() if tap is not None else ""
+        raise mcp_server_failed(name, exc, server.startup_timeout, said) from exc
     return [
         McpTool(
             name,

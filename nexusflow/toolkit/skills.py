@@ -10,7 +10,16 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ToolkitError, tool_error_arguments
+from ..errors import (
+    skills_duplicate,
+    skills_front_matter_incomplete,
+    skills_front_matter_not_mapping,
+    skills_front_matter_not_yaml,
+    skills_front_matter_unclosed,
+    skills_no_front_matter,
+    skills_not_a_directory,
+    tool_error_arguments,
+)
 from ..messages import FunctionSpec, ToolResult, ToolSpec
 
 SKILL_TOOL = "skill"
@@ -26,16 +35,16 @@ class Skill(BaseModel):
 def _parse(path: Path) -> Skill:
     text = path.read_text(encoding="utf-8")
     if not text.startswith("---"):
-        raise ToolkitError(f"skills: {path}: no front matter (a '---' block with name and description)")
+        raise skills_no_front_matter(path)
     parts = text.split("\n---", 1)
     if len(parts) != 2:
-        raise ToolkitError(f"skills: {path}: front matter is not closed by '---'")
+        raise skills_front_matter_unclosed(path)
     try:
         meta = yaml.safe_load(parts[0][3:]) or {}
     except yaml.YAMLError as exc:
-        raise ToolkitError(f"skills: {path}: front matter is not YAML: {exc}") from exc
+        raise skills_front_matter_not_yaml(path, exc) from exc
     if not isinstance(meta, dict):
-        raise ToolkitError(f"skills: {path}: front matter must be a mapping")
+        raise skills_front_matter_not_mapping(path)
     body = parts[1].split("\n", 1)[1] if "\n" in parts[1] else ""
     try:
         return Skill.model_validate(
@@ -47,21 +56,18 @@ def _parse(path: Path) -> Skill:
             }
         )
     except ValidationError as exc:
-        missing = ", ".join(str(err["loc"][0]) for err in exc.errors())
-        raise ToolkitError(f"skills: {path}: front matter needs a string {missing}") from exc
+        raise skills_front_matter_incomplete(path, exc) from exc
 
 
 def load_skills(directory: str | Path) -> list[Skill]:
     root = Path(directory)
     if not root.is_dir():
-        raise ToolkitError(f"skills: {root} is not a directory")
+        raise skills_not_a_directory(root)
     skills: dict[str, Skill] = {}
     for manifest in sorted(root.glob("*/SKILL.md")):
         skill = _parse(manifest)
         if skill.name in skills:
-            raise ToolkitError(
-                f'skills: two skills are named "{skill.name}": {skills[skill.name].path} and {skill.path}'
-            )
+            raise skills_duplicate(skill.name, skills[skill.name].path, skill.path)
         skills[skill.name] = skill
     return list(skills.values())
 

@@ -11,7 +11,15 @@ from enum import StrEnum
 from typing import Any
 
 from .._secrets import get_logger
-from ..errors import AcpError, CliError, cli_command_required
+from ..errors import (
+    AcpError,
+    acp_unavailable,
+    cli_command_required,
+    cli_transport_unknown,
+    no_acp_adapter,
+    no_acp_asked,
+    no_acp_declared,
+)
 from .acp.transport import AcpConfig, AcpTransport, check_cwd
 from .base import Log, ModelTransport, TransportFactory
 from .oneshot.process import MAX_OUTPUT
@@ -54,7 +62,7 @@ def agent_cli_transport(
     if not command:
         raise cli_command_required()
     if not isinstance(transport, Transport):
-        raise CliError(f"cli: transport must be a Transport member, got {transport!r}")
+        raise cli_transport_unknown(transport)
     patterns = retry_patterns(retry_on)
     cli = CliConfig(
         style=chosen,
@@ -86,11 +94,11 @@ def _acp_config(
 ) -> tuple[AcpConfig | None, str]:
     """The ACP launch for this client, or None and the reason there is none."""
     if transport is Transport.CLI:
-        return None, "the client asked for the one-shot transport"
+        return None, no_acp_asked()
     if style.acp is None:
-        return None, f'style "{style.name}" declares no ACP launch'
+        return None, no_acp_declared(style.name)
     if style.acp.adapter and not acp_command:
-        return None, f'style "{style.name}" speaks ACP through an adapter: pass its path as acp_command'
+        return None, no_acp_adapter(style.name)
     root, where = check_cwd(workspace or cwd or os.getcwd(), cwd or workspace or os.getcwd())
     config = AcpConfig(
         style=style,
@@ -114,7 +122,7 @@ def _choose(choice: Transport, cli: CliConfig, acp: AcpConfig | None, why_not: s
         agent: AcpTransport | None = None
         if choice is Transport.ACP:
             if acp is None:
-                raise AcpError(f"acp: {why_not}")
+                raise acp_unavailable(why_not)
             agent = AcpTransport(acp)
             await agent.start(say)
         elif choice is Transport.AUTO and acp is not None:

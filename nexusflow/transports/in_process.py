@@ -10,7 +10,7 @@ from typing import Any
 import anyio.to_thread
 from pydantic import ValidationError
 
-from ..errors import ModelError, TransientError
+from ..errors import ModelError, model_generate_raised, model_reply_invalid, model_reply_unusable
 from ..messages import ModelReply, ModelRequest
 from .base import Log, TransportFactory, TurnScope
 
@@ -28,11 +28,8 @@ def coerce_reply(value: Any) -> ModelReply:
         try:
             return ModelReply.model_validate(value)
         except ValidationError as exc:
-            detail = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
-            )
-            raise ModelError(f"model: invalid reply: {detail}") from exc
-    raise ModelError(f"model: invalid reply: expected a ModelReply, a dict or a str, got {type(value).__name__}")
+            raise model_reply_invalid(exc) from exc
+    raise model_reply_unusable(value)
 
 
 def _http_status(exc: BaseException) -> int | None:
@@ -77,8 +74,7 @@ class InProcessTransport:
         except ModelError:
             raise
         except Exception as exc:
-            failure = TransientError if _is_transient(exc) else ModelError
-            raise failure(f"model: generate raised {type(exc).__name__}: {exc}") from exc
+            raise model_generate_raised(exc, transient=_is_transient(exc)) from exc
         return coerce_reply(value)
 
 

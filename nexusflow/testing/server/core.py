@@ -23,6 +23,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ...errors import scripted_server_not_started
 from ...transports.oneshot.style import CliStyles
 from ..agents import scripted_environment
 from .anthropic import Anthropic
@@ -163,7 +164,7 @@ class ScriptedModelServer:
         deadline = time.monotonic() + 30
         while not server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the scripted model server did not start")
+                raise scripted_server_not_started()
             time.sleep(0.01)
         return self
 

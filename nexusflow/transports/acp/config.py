@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import AcpError
+from ...errors import acp_cwd_outside
 from ..oneshot.style import CliStyle
 
 
@@ -39,5 +39,5 @@ def check_cwd(workspace: str | os.PathLike[str], cwd: str | os.PathLike[str]) ->
     root = Path(workspace).resolve()
     where = Path(cwd).resolve()
     if not where.is_relative_to(root):
-        raise AcpError(f"acp: the session cwd {cwd} resolves to {where}, outside the workspace {root}")
+        raise acp_cwd_outside(cwd, where, root)
     return str(root), str(where)

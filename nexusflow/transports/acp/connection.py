@@ -21,7 +21,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
 from ..._secrets import get_logger, redact
-from ...errors import AcpError, acp_line_too_long
+from ...errors import AcpError, RemoteError, acp_exited, acp_input_closed, acp_line_too_long
 from ..oneshot.process import MAX_OUTPUT
 
 logger = get_logger("nexusflow.acp")
@@ -50,16 +50,6 @@ def _line_end(line: bytes | bytearray) -> tuple[bytes, int]:
 
 class MethodNotFound(Exception):
     """Raised by a request handler for a method it does not serve."""
-
-
-class RemoteError(AcpError):
-    """The agent answered one of our requests with a JSON-RPC error."""
-
-    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
-        self.method = method
-        self.code = code
-        self.data = data
-        super().__init__(f"acp: {method} failed: {message} ({code})")
 
 
 @dataclass
@@ -136,7 +126,7 @@ class Connection:
             try:
                 await self._stdin.send(data)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                raise self._closed or AcpError("acp: the agent closed its input") from exc
+                raise self._closed or acp_input_closed() from exc
 
     async def _read(self) -> None:
         """Lines as they complete; a line past ``MAX_LINE`` ends the reading and fails every
@@ -162,7 +152,7 @@ class Connection:
                 self._dispatch(bytes(line))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
-        self.close(AcpError("acp: the agent exited"))
+        self.close(acp_exited())
 
     def close(self, reason: AcpError) -> None:
         """Fail every request still waiting: nothing will answer them now."""

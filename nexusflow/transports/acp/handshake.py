@@ -3,10 +3,9 @@ agent's capabilities."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ...errors import AcpError
+from ...errors import acp_initialize_not_object, acp_protocol_version
 
 PROTOCOL_VERSION = 1
 CLIENT_CAPABILITIES: dict[str, Any] = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
@@ -24,12 +23,10 @@ def initialize_params() -> dict[str, Any]:
 def check_protocol_version(reply: Any) -> dict[str, Any]:
     """Only the JSON integer 1 is agreement; a string, a boolean, 1.5 or 2 is not."""
     if not isinstance(reply, dict):
-        raise AcpError(f"acp: initialize answered {type(reply).__name__}, not an object")
+        raise acp_initialize_not_object(reply)
     version = reply.get("protocolVersion")
     if type(version) is not int or version != PROTOCOL_VERSION:
-        raise AcpError(
-            f"acp: the agent answered protocolVersion {json.dumps(version)}; nexusflow speaks {PROTOCOL_VERSION}"
-        )
+        raise acp_protocol_version(version, PROTOCOL_VERSION)
     return reply
 
 

@@ -12,7 +12,7 @@ import anyio
 from anyio.abc import Process
 
 from ..._env import expand_all
-from ...errors import AcpError
+from ...errors import acp_exit_detail, acp_not_found, acp_permission_denied
 from ..oneshot.process import kill_group
 
 if TYPE_CHECKING:
@@ -51,9 +51,9 @@ class AgentProcess:
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
-            raise AcpError(f"acp: command not found: {self.config.command}") from exc
+            raise acp_not_found(self.config.command) from exc
         except PermissionError as exc:
-            raise AcpError(f"acp: cannot run {self.config.command}: permission denied") from exc
+            raise acp_permission_denied(self.config.command) from exc
         return self.process
 
     def on_stderr(self, line: str) -> None:
@@ -69,9 +69,7 @@ class AgentProcess:
             with anyio.move_on_after(2):
                 await self.process.wait()
         code = self.process.returncode if self.process is not None else None
-        said = connection.stderr_text() if connection is not None else ""
-        detail = f" (exit {code})" if code is not None else ""
-        return f"{detail}: {said}" if said else detail
+        return acp_exit_detail(code, connection.stderr_text() if connection is not None else "")
 
     def kill(self) -> None:
         if self.process is not None:

@@ -7,10 +7,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...errors import AcpError
+from ...errors import RemoteError, acp_cannot_set_model, acp_no_session_id
 from .bridge import TOKEN_VARIABLE
 from .config import AcpConfig
-from .connection import RemoteError, as_object
+from .connection import as_object
 from .handshake import capability
 from .served import ServedToolkit
 
@@ -47,7 +47,7 @@ class Session:
         reply = await request("session/new", {"cwd": self.config.cwd, "mcpServers": servers})
         session_id = reply.get("sessionId") if isinstance(reply, dict) else None
         if not isinstance(session_id, str) or not session_id:
-            raise AcpError("acp: session/new answered no sessionId")
+            raise acp_no_session_id()
         self.id = session_id
         self._reply = reply
         return session_id
@@ -104,10 +104,7 @@ class Session:
             await request("session/set_model", {"sessionId": self.id, "modelId": model})
         except RemoteError as exc:
             if exc.code == -32601:
-                raise AcpError(
-                    "acp: the agent has no model config option and no session/set_model: drop the model"
-                    " or choose it in the agent's own settings"
-                ) from exc
+                raise acp_cannot_set_model() from exc
             raise
 
 

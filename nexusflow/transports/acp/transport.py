@@ -20,11 +20,11 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ...errors import AcpError
+from ...errors import AcpError, RemoteError, acp_ended, acp_no_initialize
 from ...messages import ModelReply, ModelRequest, ToolSpec
 from ..base import Remember, TurnScope
 from .config import AcpConfig, check_cwd
-from .connection import Connection, MethodNotFound, RemoteError
+from .connection import Connection, MethodNotFound
 from .handshake import check_protocol_version, initialize_params
 from .permissions import Permissions
 from .process import AgentProcess
@@ -92,12 +92,10 @@ class AcpTransport:
                 reply = await self._connection.request("initialize", initialize_params())
         except TimeoutError:
             await self.close()
-            raise AcpError(
-                f"acp: {self.config.command} did not answer initialize within {self.config.handshake_timeout:g}s"
-            ) from None
+            raise acp_no_initialize(self.config.command, self.config.handshake_timeout) from None
         except AcpError as exc:
             await self.close()
-            raise AcpError(f"{exc}{await self._agent.exit_detail(self._connection)}") from exc
+            raise acp_ended(exc, await self._agent.exit_detail(self._connection)) from exc
         try:
             self.capabilities = check_protocol_version(reply).get("agentCapabilities") or {}
         except AcpError:
@@ -123,7 +121,7 @@ class AcpTransport:
         except AcpError as exc:
             if isinstance(exc, RemoteError):
                 raise
-            raise AcpError(f"{exc}{await self._agent.exit_detail(self._connection)}") from exc
+            raise acp_ended(exc, await self._agent.exit_detail(self._connection)) from exc
 
     async def begin(self, remember: Remember, tools: list[ToolSpec]) -> None:
         served = await self._stack.enter_async_context(serve_toolkit(tools, self._turns.call_served))

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ...errors import AcpError, AcpTransientError, acp_timed_out, describe
+from ...errors import (
+    AcpError,
+    AcpTransientError,
+    RemoteError,
+    acp_exited_during_turn,
+    acp_prompt_failed,
+    acp_turn_timed_out,
+)
 from ...events import ToolCallFinished, ToolCallStarted
 from ...messages import (
     AssistantMessage,
@@ -32,7 +39,7 @@ from ...messages import (
 from ...suspension import Suspended
 from ..base import TurnScope
 from ..retry_on import retry_matches
-from .connection import Connection, RemoteError, as_object
+from .connection import Connection, as_object
 
 if TYPE_CHECKING:
     from .config import AcpConfig
@@ -165,12 +172,7 @@ class Turns:
         if timed_out:
             self.current = None
             stop = as_object(outcome.get("reply")).get("stopReason")
-            how = (
-                f"the agent ended the turn: {stop}"
-                if stop
-                else "the agent did not answer; its process group was killed"
-            )
-            raise AcpError(f"{acp_timed_out(round(self.config.timeout * 1000))} ({how})")
+            raise acp_turn_timed_out(round(self.config.timeout * 1000), stop)
         if turn.suspended is not None:
             self.current = None
             raise turn.suspended
@@ -182,10 +184,8 @@ class Turns:
                 raise connection.broken
             if isinstance(error, AcpError) and not isinstance(error, RemoteError):
                 detail = await self._agent.exit_detail(connection)
-                raise AcpError(f"acp: the agent exited during the turn{detail}") from error
-            failure = (
-                error if isinstance(error, AcpError) else AcpError(f"acp: session/prompt failed: {describe(error)}")
-            )
+                raise acp_exited_during_turn(detail) from error
+            failure = error if isinstance(error, AcpError) else acp_prompt_failed(error)
             if retry_matches(self.config.retry_on, str(failure)):
                 # The agent refused the prompt: a retry sends it again as it was sent.
                 session.seed, self._has_prompted = seeding, not first

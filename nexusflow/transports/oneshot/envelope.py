@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import arguments_not_json, arguments_number_too_long, arguments_too_deep
 from ...messages import Message, ModelReply, ModelRequest, ToolCall, ToolMessage, repair_text
 
 PREAMBLE = """\
@@ -189,13 +190,13 @@ def _arguments(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     if _nests_deeper(value):
-        raise ValueError(f"nest deeper than {MAX_DEPTH} levels")
+        raise arguments_too_deep(MAX_DEPTH)
     try:
         return json.loads(value)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"are not valid JSON: {exc.msg}") from None
+        raise arguments_not_json(exc) from None
     except ValueError:
-        raise ValueError("are not valid JSON: a number too long") from None
+        raise arguments_number_too_long() from None
 
 
 def _canonical(value: Any) -> str:

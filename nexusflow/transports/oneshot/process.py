@@ -27,7 +27,7 @@ import anyio
 from anyio import CancelScope
 from anyio.abc import ByteReceiveStream, Process
 
-from ...errors import CliError, cli_not_found, cli_output_limit, cli_timed_out
+from ...errors import cli_not_found, cli_output_limit, cli_permission_denied, cli_timed_out
 
 MAX_OUTPUT = 16 * 2**20
 """Default cap, in bytes, on each of stdout and stderr: past it the turn fails."""
@@ -169,7 +169,7 @@ async def run_cli(
     except FileNotFoundError as exc:
         raise cli_not_found(argv[0]) from exc
     except PermissionError as exc:
-        raise CliError(f"cli: cannot run {argv[0]}: permission denied") from exc
+        raise cli_permission_denied(argv[0]) from exc
     stdout = _Output("stdout", max_output)
     stderr = _Output("stderr", max_output)
     code: int | None = None

@@ -16,7 +16,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ...errors import CliError
+from ...errors import (
+    cli_custom_style_has_no_file,
+    cli_style_invalid,
+    cli_style_not_json,
+    cli_style_unknown,
+    cli_style_unreadable,
+    style_answer_file_lacks_out,
+    style_mode_lacks_placeholder,
+    style_unknown_placeholder,
+)
 
 PLACEHOLDERS = ("prompt", "file", "out", "model")
 _PLACEHOLDER = re.compile(r"\{\{([^{}]*)\}\}")
@@ -43,8 +52,7 @@ class CliStyles(StrEnum):
         try:
             return cls(name.strip().lower())
         except ValueError:
-            known = ", ".join(member.value for member in cls)
-            raise CliError(f'cli: unknown style "{name}" (styles: {known})') from None
+            raise cli_style_unknown(name, (member.value for member in cls)) from None
 
 
 class AcpLaunch(BaseModel):
@@ -102,16 +110,16 @@ class CliStyle(BaseModel):
         for element in _flatten(args):
             for name in _PLACEHOLDER.findall(element):
                 if name not in PLACEHOLDERS:
-                    raise ValueError(f"unknown placeholder {{{{{name}}}}}")
+                    raise style_unknown_placeholder(name)
         return args
 
     @model_validator(mode="after")
     def _channels_have_placeholders(self) -> CliStyle:
         needed = {"arg": "prompt", "file": "file"}.get(self.prompt_mode)
         if needed and not self.uses(needed):
-            raise ValueError(f"prompt_mode {self.prompt_mode!r} needs {{{{{needed}}}}} in args")
+            raise style_mode_lacks_placeholder(self.prompt_mode, needed)
         if self.answer == "file" and not self.uses("out"):
-            raise ValueError("answer 'file' needs {{out}} in args")
+            raise style_answer_file_lacks_out()
         return self
 
     @property
@@ -151,13 +159,6 @@ def _fill(element: str, values: dict[str, str | None]) -> str:
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)] or "", element)
 
 
-def _invalid(where: str, exc: ValidationError) -> CliError:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors(include_input=False)
-    )
-    return CliError(f"cli: invalid style {where}: {problems}")
-
-
 def load_cli_style(source: str | Path | dict[str, Any]) -> CliStyle:
     """A user's style: a path to a JSON file, a JSON text, or a dict."""
     where = "(dict)"
@@ -170,22 +171,22 @@ def load_cli_style(source: str | Path | dict[str, Any]) -> CliStyle:
             try:
                 text = Path(source).read_text(encoding="utf-8")
             except OSError as exc:
-                raise CliError(f"cli: cannot read style {where}: {exc.strerror or exc}") from exc
+                raise cli_style_unreadable(where, exc) from exc
         else:
             where = "(JSON text)"
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise CliError(f"cli: style {where} is not JSON: {exc.msg} at line {exc.lineno}") from exc
+            raise cli_style_not_json(where, exc) from exc
     try:
         return CliStyle.model_validate(data)
     except ValidationError as exc:
-        raise _invalid(where, exc) from exc
+        raise cli_style_invalid(where, exc) from exc
 
 
 def builtin_style(style: CliStyles) -> CliStyle:
     if style is CliStyles.CUSTOM:
-        raise CliError("cli: CliStyles.CUSTOM has no file: pass its fields (args, prompt_mode, ...)")
+        raise cli_custom_style_has_no_file()
     text = resources.files("nexusflow.styles").joinpath(f"{style.value}.json").read_text(encoding="utf-8")
     return CliStyle.model_validate_json(text)
 
@@ -194,4 +195,4 @@ def custom_style(fields: dict[str, Any]) -> CliStyle:
     try:
         return CliStyle.model_validate({"name": "custom", "verified": UNVERIFIED, **fields})
     except ValidationError as exc:
-        raise _invalid("custom", exc) from exc
+        raise cli_style_invalid("custom", exc) from exc

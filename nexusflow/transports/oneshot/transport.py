@@ -13,14 +13,22 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..._env import expand_all
-from ..._secrets import redact
 from ...errors import (
     CliError,
     CliTransientError,
     cli_empty_reply,
     cli_exit,
+    cli_malformed_reply,
+    cli_needs_a_model,
     cli_no_output_file,
     cli_not_found,
+    cli_not_utf8,
+    cli_output_lacks_field,
+    cli_output_not_json,
+    cli_prompt_too_long,
+    cli_reported_error,
+    cli_style_fields_not_custom,
+    cli_style_wrong_type,
     cli_takes_no_model,
 )
 from ...messages import ModelReply, ModelRequest, TurnStats
@@ -59,17 +67,17 @@ def _decode(data: bytes, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CliError(f"cli: {what} is not UTF-8: byte 0x{data[exc.start]:02x} at position {exc.start}") from None
+        raise cli_not_utf8(what, data, exc.start) from None
 
 
 def _field(text: str, path: str) -> str:
     try:
         value: Any = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CliError(f"cli: expected JSON output with a {path!r} field, got: {redact(text).strip()[:200]}") from exc
+        raise cli_output_not_json(path, text) from exc
     for key in path.split("."):
         if not isinstance(value, dict) or key not in value:
-            raise CliError(f"cli: the JSON output has no {path!r} field: {redact(text).strip()[:200]}")
+            raise cli_output_lacks_field(path, text)
         value = value[key]
     if value is None:
         return ""
@@ -101,7 +109,7 @@ class CliTransport:
             if isinstance(parsed, ModelReply):
                 return parsed.model_copy(update={"stats": TurnStats(launches=attempt + 1, repairs=attempt)})
             complaint = parsed.message
-        raise CliError(f"cli: malformed reply after {attempts} launches: {complaint}")
+        raise cli_malformed_reply(attempts, complaint)
 
     async def _launch(self, prompt: str) -> str:
         config = self.config
@@ -111,11 +119,7 @@ class CliTransport:
         if executable is None:
             raise cli_not_found(config.command)
         if style.prompt_mode == "arg" and len(prompt.encode()) >= ARG_LIMIT:
-            raise CliError(
-                f"cli: the prompt is {len(prompt.encode())} bytes, over the {ARG_LIMIT // 1024} KiB limit of one"
-                f' argument; style "{style.name}" passes it as an argument: use a style whose prompt_mode is'
-                " stdin or file"
-            )
+            raise cli_prompt_too_long(len(prompt.encode()), ARG_LIMIT, style.name)
         with tempfile.TemporaryDirectory(prefix="nexusflow-cli-") as scratch:
             prompt_file = Path(scratch, "prompt.txt")
             answer_file = Path(scratch, "answer.txt")
@@ -155,8 +159,7 @@ class CliTransport:
         for marker in style.error_markers:
             for stream in (stdout, stderr):
                 if marker in stream:
-                    said = redact(stream[stream.index(marker) :])  # before the cap, which could cut a secret in two
-                    raise CliError(f"cli: the CLI reported an error: {said.strip()[:1000]}")
+                    raise cli_reported_error(stream[stream.index(marker) :])
         if style.answer == "file":
             if not answer_file.exists():
                 raise cli_no_output_file()
@@ -177,14 +180,11 @@ def resolve_style(style: CliStyles | CliStyle, fields: dict[str, Any], model: st
     elif isinstance(style, CliStyles):
         chosen = custom_style(fields) if style is CliStyles.CUSTOM else builtin_style(style)
     else:
-        raise CliError(
-            f"cli: style must be a CliStyles member or a CliStyle, got {type(style).__name__}"
-            " (a name from text goes through CliStyles.parse)"
-        )
+        raise cli_style_wrong_type(style)
     if fields and style is not CliStyles.CUSTOM:
-        raise CliError(f"cli: style fields ({', '.join(sorted(fields))}) are for style=CliStyles.CUSTOM")
+        raise cli_style_fields_not_custom(fields)
     if model is not None and not chosen.takes_model:
         raise cli_takes_no_model(chosen.name)
     if model is None and chosen.model_required:
-        raise CliError(f'cli: style "{chosen.name}" needs a model: its {{{{model}}}} is not in an optional group')
+        raise cli_needs_a_model(chosen.name)
     return chosen
