@@ -1,11 +1,10 @@
-"""Where the running tool call sits in its run, for a tool that starts a run of its own (an
-agent as a tool): the nested run's session id derives from it, so resuming the caller
-resumes the nested run too. Set by the tool-call task; low in the layers, so toolkit code
-may read it without knowing the task."""
+"""Where a tool call sits in its run, for a tool that starts a run of its own (an agent as a
+tool): the nested run's session id derives from it, so resuming the caller resumes the
+nested run too. The tool-call task hands it down with the call (``Toolkit.call``); low in
+the layers, so the toolkit knows it without knowing the task."""
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ._digest import digest
@@ -33,6 +32,3 @@ class CallPosition:
 
     def child_session_id(self) -> str:
         return child_session_id(self.session_id, self.step, self.index)
-
-
-call_position: ContextVar[CallPosition | None] = ContextVar("nexusflow_call_position", default=None)

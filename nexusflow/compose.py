@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import anyio
 from pydantic_core import to_json
 
-from ._position import call_position, child_session_id
+from ._position import CallPosition, child_session_id
 from .errors import describe, map_concurrency_too_low, tool_error_arguments
 from .messages import FunctionSpec, RunResult, ToolResult, ToolSpec
 from .toolkit import Toolkit
@@ -64,16 +64,21 @@ class AgentTool:
         self.spec = ToolSpec(function=FunctionSpec(name=name, description=description, parameters=parameters))
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        """Called outside a run's tool call (no position): the agent runs in a new session."""
+        return await self._run(arguments, None)
+
+    async def call_at(self, arguments: dict[str, Any], position: CallPosition) -> ToolResult:
         """The agent's output (as JSON when typed, else its text); a failed run is an error
         result carrying the run's error, for the calling model to read, and so is a run that
         ends pending (its session is named, for a person to answer and resume it)."""
+        return await self._run(arguments, position.child_session_id())
+
+    async def _run(self, arguments: dict[str, Any], session_id: str | None) -> ToolResult:
         prompt = arguments.get("prompt")
         if not isinstance(prompt, str) or set(arguments) != {"prompt"}:
             return ToolResult(
                 content=tool_error_arguments(self.name, 'expected {"prompt": "<the task>"}'), is_error=True
             )
-        position = call_position.get()
-        session_id = position.child_session_id() if position is not None else None
         result = await self.client.run(prompt, self.toolkit, session_id=session_id, output_type=self.output_type)
         if result.status == "completed":
             return ToolResult(content=_output_text(result))

@@ -11,6 +11,7 @@ import pytest
 from nexusflow import AcpLaunch
 
 from acp_fixtures import ACP_AGENT
+from helpers.command import nexusflow_here
 from helpers.prefect_api import task_runs
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -206,9 +207,8 @@ def test_run_reaches_the_acp_transport_through_the_acp_command(agent, tmp_path, 
         ([], ["a COMMAND is needed"]),
     ],
 )
-@pytest.mark.slow
-def test_usage_errors_exit_2_with_one_line(args, names):
-    done = nexusflow(*args)
+def test_usage_errors_exit_2_with_one_line(args, names, capsys):
+    done = nexusflow_here(capsys, *args)
     assert done.returncode == 2
     assert done.stdout == ""
     (line,) = done.stderr.splitlines()

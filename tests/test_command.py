@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from conftest import HELPERS
+from helpers.command import nexusflow_here
 from helpers.homes import new_user_environment
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -178,9 +179,8 @@ def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(askin
         (["show", str(uuid.uuid4())], "no run is known as"),
     ],
 )
-@pytest.mark.slow
-def test_usage_errors_exit_2_in_one_line(args, message):
-    done = nexusflow(*args)
+def test_usage_errors_exit_2_in_one_line(args, message, capsys):
+    done = nexusflow_here(capsys, *args)
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stdout == ""
     assert message in one_line(done)

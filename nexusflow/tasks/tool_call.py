@@ -21,7 +21,7 @@ from prefect.states import Completed
 from pydantic import BaseModel
 
 from .._locks import slot
-from .._position import CallPosition, call_position
+from .._position import CallPosition
 from .._storage import synced
 from ..errors import hook_returned
 from ..hooks import AfterTool, BeforeTool, call_hook
@@ -76,9 +76,13 @@ class ToolRuntime:
     after_tool: AfterTool | None = None
 
 
-async def execute_tool(call: ToolCall, runtime: ToolRuntime, answer: Answer | None = None) -> ToolRecord:
+async def execute_tool(
+    call: ToolCall, runtime: ToolRuntime, answer: Answer | None = None, position: CallPosition | None = None
+) -> ToolRecord:
     """The call itself, without Prefect: approval policy and hooks around the toolkit.
-    ``answer`` is set when the call runs again after a suspension was answered yes."""
+    ``answer`` is set when the call runs again after a suspension was answered yes;
+    ``position`` is where the call sits in its run (an agent as a tool derives its session
+    from it)."""
     policy = policy_for(runtime.policies, call.name)
     started = time.perf_counter()
     token = answer_var.set(answer)
@@ -97,7 +101,7 @@ async def execute_tool(call: ToolCall, runtime: ToolRuntime, answer: Answer | No
                 result = _as_result("before_tool", value)
         if result is None:
             async with _limited(policy, call.name):
-                result = await runtime.toolkit.call(call.name, call.arguments, policy)
+                result = await runtime.toolkit.call(call.name, call.arguments, policy, position)
         if runtime.after_tool is not None and result.pending is None:
             value = await call_hook("after_tool", runtime.after_tool, call, result)
             if isinstance(value, str):
@@ -139,11 +143,9 @@ async def tool_call(
         logger.info("%s", arguments)
 
     announced = asyncio.get_running_loop().call_later(ANNOUNCED_AFTER, announce)
-    token = call_position.set(CallPosition(session_id, step, index))
     try:
-        record = await execute_tool(call, runtime, answer)
+        record = await execute_tool(call, runtime, answer, CallPosition(session_id, step, index))
     finally:
-        call_position.reset(token)
         announced.cancel()
     prefix = "" if said else f"{arguments} · "
     result = record.result

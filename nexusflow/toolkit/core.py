@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
@@ -13,6 +13,7 @@ import anyio
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from .._checks import optional_text, sequence
+from .._position import CallPosition
 from .._secrets import get_logger
 from ..errors import (
     argument_wrong,
@@ -43,18 +44,34 @@ class Tool(Protocol):
     async def call(self, arguments: dict[str, Any]) -> ToolResult: ...
 
 
+@runtime_checkable
+class NestedRunTool(Tool, Protocol):
+    """A tool that starts a run of its own (an agent as a tool). A run's tool call tells it
+    where the call sits, handed down with the call: the nested run's session id derives from
+    that position, so resuming the caller resumes the nested run too."""
+
+    async def call_at(self, arguments: dict[str, Any], position: CallPosition) -> ToolResult: ...
+
+
 class _PolicyTimeout(TimeoutError):
     """The policy's timeout passed; a ``TimeoutError`` the tool raises itself is its own error.
     A ``TimeoutError`` still, so ``retry_on=(TimeoutError,)`` retries it."""
 
 
-async def _with_policy(item: Tool, arguments: dict[str, Any], policy: ToolPolicy) -> ToolResult:
+async def _with_policy(
+    item: Tool, arguments: dict[str, Any], policy: ToolPolicy, position: CallPosition | None
+) -> ToolResult:
+    def call() -> Awaitable[ToolResult]:
+        if position is not None and isinstance(item, NestedRunTool):
+            return item.call_at(arguments, position)
+        return item.call(arguments)
+
     async def attempt() -> ToolResult:
         if policy.timeout is None:
-            return await item.call(arguments)
+            return await call()
         result: ToolResult | None = None
         with anyio.move_on_after(policy.timeout) as scope:
-            result = await item.call(arguments)
+            result = await call()
         if result is None:  # cancelled at the deadline
             raise _PolicyTimeout
         overrun = anyio.current_time() - scope.deadline
@@ -160,10 +177,17 @@ class Toolkit:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
-    async def call(self, name: str, arguments: str | dict[str, Any], policy: ToolPolicy = NO_POLICY) -> ToolResult:
+    async def call(
+        self,
+        name: str,
+        arguments: str | dict[str, Any],
+        policy: ToolPolicy = NO_POLICY,
+        position: CallPosition | None = None,
+    ) -> ToolResult:
         """Run one tool call under its policy's timeout and retries. Never raises for the
         model's mistakes: an unknown tool, arguments that are not a JSON object, a tool
-        that raises or times out all come back as error results for the model to read."""
+        that raises or times out all come back as error results for the model to read.
+        ``position`` is where a run's call sits, for a ``NestedRunTool``."""
         item = self._tools.get(name)
         if item is None:
             return ToolResult(content=tool_error_unknown(name, self.names), is_error=True)
@@ -181,7 +205,7 @@ class Toolkit:
                 is_error=True,
             )
         try:
-            return await _with_policy(item, parsed, policy)
+            return await _with_policy(item, parsed, policy, position)
         except _PolicyTimeout:
             return ToolResult(content=tool_error_timed_out(name, policy.timeout or 0), is_error=True)
         except Exception as exc:
