@@ -82,6 +82,11 @@ def setting_refused(variable: str, why: str, value: object) -> ArgumentError:
     return ArgumentError(f"{variable}: {why}, not {_shown(value)}", variable)
 
 
+def setting_not_a_pattern_list() -> ValueError:
+    """Raised in a settings validator: ``setting_refused`` quotes it with the variable's name."""
+    return ValueError("not a JSON list of regular expressions")
+
+
 def option_unknown(where: str, option: str, known: list[str]) -> ArgumentError:
     return ArgumentError(f"{where}: {option} is not an option (the options: {', '.join(sorted(known))})", option)
 

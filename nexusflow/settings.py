@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .errors import setting_refused
+from .errors import setting_not_a_pattern_list, setting_refused
 
 ENV_PREFIX = "NEXUSFLOW_"
 
@@ -63,7 +63,7 @@ class NexusflowSettings(BaseSettings):
         try:
             return json.loads(value)
         except json.JSONDecodeError:
-            raise ValueError("not a JSON list of regular expressions") from None
+            raise setting_not_a_pattern_list() from None
 
 
 def current_settings() -> NexusflowSettings:
