@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -121,6 +122,21 @@ def _embedded_running() -> bool:
     return bool(servers)
 
 
+def _own_port() -> None:
+    """Give the embedded server a port the kernel chose (bound to port 0): one that no other
+    process holds, from some 28,000. Prefect picks one of 1,000 at random, then takes any
+    server answering its health check there for its own, before its own has bound: two
+    processes started together (two jobs, two tests) could share one server, another home's,
+    which goes away with its process (seen as a 404 for a flow run just created)."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    if server.port is None and not server.running:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            server.port = int(probe.getsockname()[1])
+
+
 class _DrainingIsProgress(logging.Filter):
     """Prefect's log and event workers warn ``Still processing items: N items remaining...``
     when the process exits with items queued, and then send them: progress, not trouble.
@@ -170,6 +186,7 @@ def use_server(*, say: bool = False) -> Choice:
         changed["PREFECT_API_URL"] = url
     else:
         choice = Choice(None, "embedded")
+        _own_port()
         for variable, (section, field, value) in QUIET.items():
             model = settings
             for part in section.split("."):

@@ -75,7 +75,6 @@ def create_cli_client(
     a client option.
     """
     where = "create_cli_client"
-    use_server()  # before a flow of the program's own starts the embedded server
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
     fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
     default = settings()
@@ -97,5 +96,8 @@ def create_cli_client(
         )
     except ValidationError as exc:
         raise refusal(where, exc, []) from None
-    options = with_answer_policy(options)
-    return Client(factory, build(where, ClientOptions, model=model, subscription=subscription, **options))
+    client = Client(
+        factory, build(where, ClientOptions, model=model, subscription=subscription, **with_answer_policy(options))
+    )
+    use_server()  # checked first; before a flow of the program's own starts the embedded server
+    return client

@@ -469,12 +469,10 @@ def create_in_process_client(
     per minute (Prefect global concurrency limits ``nexusflow-subscription-<limit>``)."""
     where = "create_in_process_client"
     function(where, "generate", generate)
-    use_server()  # before a flow of the program's own starts the embedded server
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
-    options = with_answer_policy(options)
-    return Client(
-        in_process_transport(generate), build(where, ClientOptions, model=model, subscription=subscription, **options)
-    )
+    checked = build(where, ClientOptions, model=model, subscription=subscription, **with_answer_policy(options))
+    use_server()  # checked first; before a flow of the program's own starts the embedded server
+    return Client(in_process_transport(generate), checked)
 
 
 def with_answer_policy(options: dict[str, Any]) -> dict[str, Any]:

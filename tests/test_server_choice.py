@@ -136,3 +136,46 @@ def test_a_stopped_server_takes_its_record_with_it(homes):
     a.server.terminate()
     assert a.server.wait(timeout=60) == 0
     assert not (a.path / "nexusflow-server.json").exists()
+
+
+COLLIDING = '''
+import http.server, threading
+from prefect.server.api.server import SubprocessASGIServer
+
+
+class Foreign(http.server.BaseHTTPRequestHandler):
+    """Another process's server: healthy, but it knows none of this process's runs."""
+
+    def do_GET(self):
+        self.send_response(200 if self.path.endswith("/health") else 404)
+        self.end_headers()
+        self.wfile.write(b"true")
+
+    do_POST = do_PATCH = do_PUT = do_DELETE = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+foreign = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
+threading.Thread(target=foreign.serve_forever, daemon=True).start()
+# A race with another process, as Prefect's port choice meets it: the port it picks looked
+# free a moment ago, and by the time it checks its server's health another one answers there.
+SubprocessASGIServer._port_range = range(foreign.server_port, foreign.server_port + 1)
+SubprocessASGIServer.is_port_available = staticmethod(lambda port: True)
+'''
+
+
+@pytest.mark.slow
+def test_the_embedded_server_is_never_another_processs_server_on_a_shared_port(tmp_path):
+    """Prefect picks the embedded server's port among 1,000 at random and takes any server
+    that answers there for its own; two processes started together (two jobs on one machine,
+    two tests) shared one server, which then went away with its process: a run failed with a
+    404 for the flow run it had just created. nexusflow gives it a port the kernel chose."""
+    env = new_user_environment(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-c", COLLIDING + PROGRAM], capture_output=True, text=True, env=env, timeout=240
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = RunResult.model_validate_json(done.stdout.strip().splitlines()[-1])
+    assert result.status == "completed" and result.text == "hi", result.error
