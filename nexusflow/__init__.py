@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         OutputError,
         ResumeError,
         SessionIdError,
+        SessionLiveError,
         SubscriptionLimitError,
         ToolkitError,
         TransientError,
@@ -47,6 +48,16 @@ if TYPE_CHECKING:
     )
     from .options import ClientOptions
     from .policies import ToolPolicy
+    from .sessions import (
+        Forgotten,
+        SessionInfo,
+        forget_session,
+        forget_session_sync,
+        list_sessions,
+        list_sessions_sync,
+        prune_sessions,
+        prune_sessions_sync,
+    )
     from .subscription import SubscriptionLimit
     from .suspension import Suspended, Suspension, current_answer, suspend
     from .task_config import StepOptions, TaskConfig
@@ -59,6 +70,15 @@ if TYPE_CHECKING:
     from .waits import AnswerForm, DeploymentSuspension, EventWait, Polling, PrefectPause, answer_flow_run
 
 _WHERE: dict[str, str] = {
+    "SessionInfo": "sessions",
+    "Forgotten": "sessions",
+    "list_sessions": "sessions",
+    "forget_session": "sessions",
+    "prune_sessions": "sessions",
+    "list_sessions_sync": "sessions",
+    "forget_session_sync": "sessions",
+    "prune_sessions_sync": "sessions",
+    "SessionLiveError": "errors",
     "AcpError": "errors",
     "AcpLaunch": "transports.oneshot",
     "AgentTool": "compose",
@@ -152,6 +172,7 @@ __all__ = [
     "ConversationStore",
     "DeploymentSuspension",
     "EventWait",
+    "Forgotten",
     "FunctionTool",
     "HookError",
     "LocalConversationStore",
@@ -173,6 +194,8 @@ __all__ = [
     "RunMetrics",
     "RunResult",
     "SessionIdError",
+    "SessionInfo",
+    "SessionLiveError",
     "StepOptions",
     "StorageConversationStore",
     "StreamEvent",
@@ -204,7 +227,13 @@ __all__ = [
     "create_cli_client",
     "create_in_process_client",
     "current_answer",
+    "forget_session",
+    "forget_session_sync",
+    "list_sessions",
+    "list_sessions_sync",
     "load_cli_style",
+    "prune_sessions",
+    "prune_sessions_sync",
     "suspend",
     "tool",
 ]

@@ -3,12 +3,13 @@ the call that took it, in one line naming the argument (``ArgumentError``), not 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import ArgumentError, argument_wrong, option_refused, option_unknown
+from .errors import ArgumentError, SessionIdError, argument_wrong, option_refused, option_unknown
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -62,3 +63,14 @@ def refusal(where: str, exc: ValidationError, known: list[str]) -> ArgumentError
     if first["type"] == "extra_forbidden":
         return option_unknown(where, location, known)
     return option_refused(where, location, first["msg"][:1].lower() + first["msg"][1:], first.get("input"))
+
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+def check_session_id(session_id: str, where: str = "run", argument: str = "session_id") -> str:
+    """Session ids become storage paths, so they are checked before anything runs."""
+    text(where, argument, session_id)
+    if not _SESSION_ID.match(session_id) or session_id in (".", ".."):
+        raise SessionIdError(session_id)
+    return session_id

@@ -101,7 +101,9 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[Sess
     async with get_client() as client:
         lock_id = await _acquire(client, storage, session_id)
         try:
-            first = Heartbeat(session_id=session_id, flow_run_id=flow_run_id, lock_id=str(lock_id), beat=0)
+            first = Heartbeat(
+                session_id=session_id, flow_run_id=flow_run_id, lock_id=str(lock_id), beat=0, at=time.time()
+            )
             lease = Lease(client, storage, lock_name(session_id), _where(session_id), first)
             with anyio.CancelScope() as stopped:
                 async with beating(lease, stopped.cancel):

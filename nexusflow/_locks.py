@@ -62,6 +62,9 @@ class Beat(BaseModel):
     lock_id: str | None = None
     """The lock its holder created (absent from the records of nexusflow's earlier leases)."""
     beat: int
+    at: float | None = None
+    """When it beat, on the holder's clock (seconds since the epoch): what a listing of sessions
+    reads without watching (a contender watches on its own clock instead)."""
 
 
 class SlotBeat(Beat):
@@ -201,7 +204,7 @@ class Lease:
             began = time.monotonic()
             if await self.lost() is not None:
                 return
-            beat = self.heartbeat.model_copy(update={"beat": self.heartbeat.beat + 1})
+            beat = self.heartbeat.model_copy(update={"beat": self.heartbeat.beat + 1, "at": time.time()})
             try:
                 await write_record(beat, *self.where, storage=self.storage)
             except Exception as exc:

@@ -8,8 +8,9 @@ system prompt, a tool, or a transport's environment."""
 
 from __future__ import annotations
 
+from ._digest import digest
 from .events import Emit
-from .messages import Answer
+from .messages import Answer, Request
 from .options import ClientOptions
 from .toolkit import Toolkit
 from .transports import TransportFactory
@@ -17,10 +18,11 @@ from .transports import TransportFactory
 
 class LiveRun:
     """What ``Client.run`` gives the ``agent_run`` flow it starts: the client's options (the
-    run's output type included), the transport, the toolkit, where events go, and the
-    answers given to the run's pending requests."""
+    run's output type included), the transport, the toolkit, where events go, the answers
+    given to the run's pending requests (keyed by ``bound``: an answer is for one call with
+    its arguments) and the flow run that ended waiting for them."""
 
-    __slots__ = ("answers", "emit", "options", "toolkit", "transport")
+    __slots__ = ("answered", "answers", "emit", "options", "toolkit", "transport")
 
     def __init__(
         self,
@@ -29,12 +31,21 @@ class LiveRun:
         toolkit: Toolkit,
         emit: Emit | None = None,
         answers: dict[str, Answer] | None = None,
+        answered: str | None = None,
     ) -> None:
         self.options = options
         self.transport = transport
         self.toolkit = toolkit
         self.emit = emit
         self.answers = answers or {}
+        self.answered = answered
 
     def __repr__(self) -> str:
         return f"<LiveRun of {len(self.toolkit.specs())} tools>"
+
+
+def bound(request: Request) -> str:
+    """The key an answer is given under: the request's position and the call it asks about,
+    its arguments included, so an approval is never used for another call at that position
+    (a rerun whose model asked for something else there)."""
+    return f"{request.id}:{digest([request.tool, request.arguments])}"

@@ -87,12 +87,26 @@ _syncing: dict[str, dict[str, asyncio.Task[None]]] = {}
 failed (a synced record leaves)."""
 
 
+ROOT = "nexusflow"
+"""Every record nexusflow keeps lives under this prefix of the result storage."""
+
+
+def session_prefix(session_id: str) -> str:
+    """Where a session's records live: its steps, inputs, state, lease and invocation."""
+    return f"{ROOT}/sessions/{session_id}"
+
+
+def steps_prefix(session_id: str) -> str:
+    """Where a session's step records live (``<prefix>/<step>/<kind>/<call>-<digest>``)."""
+    return f"{session_prefix(session_id)}/steps"
+
+
 def _session_of(key: str) -> str:
-    return key.split("/", 1)[0]
+    return key.split("/")[2]
 
 
 def _step_of(key: str) -> str:
-    """``turn-3``, ``tool-3 call 1``: a step named by its key (``session/step/kind/call-digest``)."""
+    """``turn-3``, ``tool-3 call 1``: a step named by its key (``.../steps/step/kind/call-digest``)."""
     parts = key.split("/")
     if len(parts) < 4:
         return key
@@ -167,8 +181,9 @@ async def synced(session_id: str, *, ending: bool = False) -> None:
 
 
 def _is_step_record(path: str) -> bool:
-    """Our own records live under ``nexusflow/``; every other key is a step's."""
-    return "/nexusflow/" not in f"/{path}"
+    """A key under a session's ``steps/`` (``nexusflow/sessions/<id>/steps/...``)."""
+    parts = path.strip("/").split("/")
+    return len(parts) > 4 and parts[0] == ROOT and parts[1] == "sessions" and parts[3] == "steps"
 
 
 class AtomicLocalFileSystem(LocalFileSystem):
@@ -279,7 +294,7 @@ def storage_failure(key: str) -> str | None:
 
 
 def _record_key(*parts: str) -> str:
-    return "/".join(("nexusflow", *parts))
+    return "/".join((ROOT, *parts))
 
 
 async def write_record(value: BaseModel, *parts: str, storage: WritableFileSystem | None = None) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -16,15 +15,14 @@ from prefect.transactions import CommitMode, atransaction, get_transaction
 from prefect.utilities.annotations import quote
 from prefect.utilities.asyncutils import run_coro_as_sync
 
-from ._checks import build, function, text, texts
+from ._checks import build, check_session_id, function, text, texts
 from ._position import child_session_id
 from ._retry import FailedOnTheApi, api_retrying, is_transient
-from ._runtime import LiveRun
+from ._runtime import LiveRun, bound
 from ._server import use_server
 from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
 from .errors import (
     PrefectApiError,
-    SessionIdError,
     StorageError,
     argument_wrong,
     describe,
@@ -54,8 +52,6 @@ from .subscription import SubscriptionLimit
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
 
-_SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-
 
 def new_session_id() -> str:
     return uuid.uuid4().hex
@@ -65,14 +61,6 @@ def exchange_session_id(conversation_id: str, exchange: int) -> str:
     """The session of one exchange of a conversation: ``<id>.<n>``, shortened with a digest
     of the id when that would pass the 128 characters every accepted id must fit."""
     return child_session_id(conversation_id, exchange)
-
-
-def check_session_id(session_id: str, where: str = "run", argument: str = "session_id") -> str:
-    """Session ids become storage paths, so they are checked before anything runs."""
-    text(where, argument, session_id)
-    if not _SESSION_ID.match(session_id) or session_id in (".", ".."):
-        raise SessionIdError(session_id)
-    return session_id
 
 
 @asynccontextmanager
@@ -169,26 +157,52 @@ class Client:
 
     @overload
     async def resume(
-        self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: None = None
+        self,
+        session_id: str,
+        answer: Answer,
+        toolkit: Toolkit | None = None,
+        *,
+        subflow: bool = True,
+        output_type: None = None,
     ) -> RunResult[Any]: ...
 
     @overload
     async def resume(
-        self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: type[OutputT]
+        self,
+        session_id: str,
+        answer: Answer,
+        toolkit: Toolkit | None = None,
+        *,
+        subflow: bool = True,
+        output_type: type[OutputT],
     ) -> RunResult[OutputT]: ...
 
     @overload
     async def resume(
-        self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: object
+        self,
+        session_id: str,
+        answer: Answer,
+        toolkit: Toolkit | None = None,
+        *,
+        subflow: bool = True,
+        output_type: object,
     ) -> RunResult[Any]: ...
 
     async def resume(
-        self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: object = None
+        self,
+        session_id: str,
+        answer: Answer,
+        toolkit: Toolkit | None = None,
+        *,
+        subflow: bool = True,
+        output_type: object = None,
     ) -> RunResult[Any]:
         """Continue a ``pending`` run with the answer to its request, in this process or
-        any other: finished steps replay, the answered call runs, the run goes on.
-        ``output_type`` (default: the client's) is not stored with the session: pass the one
-        the run started with, or its final answer is checked against another."""
+        any other: finished steps replay, the answered call runs, the run goes on. The answer
+        is for that one call with its arguments, and is used once: the session then no longer
+        waits for it. ``output_type`` (default: the client's) is not stored with the session:
+        pass the one the run started with, or its final answer is checked against another.
+        ``subflow`` as for ``run``."""
         check_session_id(session_id, "resume")
         if not isinstance(answer, Answer):
             raise argument_wrong("resume", "answer", "an Answer (Answer(id=request.id, ok=True))", answer)
@@ -203,7 +217,15 @@ class Client:
         if answer.id != state.pending.id:
             raise resume_other_answer(answer.id, session_id, state.pending.id)
         record = record.model_copy(update={"conversation_id": state.conversation_id})
-        return await self._start(record, toolkit, session_id, answers={answer.id: answer}, output_type=output_type)
+        return await self._start(
+            record,
+            toolkit,
+            session_id,
+            answers={bound(state.pending): answer},
+            answered=state.waiting,
+            subflow=subflow,
+            output_type=output_type,
+        )
 
     @overload
     async def ask(
@@ -274,6 +296,7 @@ class Client:
         *,
         emit: Emit | None = None,
         answers: dict[str, Answer] | None = None,
+        answered: str | None = None,
         subflow: bool = True,
         output_type: object = None,
     ) -> RunResult:
@@ -290,6 +313,7 @@ class Client:
             toolkit=toolkit if toolkit is not None else Toolkit(),
             emit=emit,
             answers=answers or {},
+            answered=answered,
         )
         try:
             async for attempt in api_retrying():
@@ -328,7 +352,9 @@ class Client:
                 )
                 result = RunResult.model_validate(_unquoted(value.data if isinstance(value, State) else value))
         if result.status == "pending":
-            await sessions.save(session_id, state.model_copy(update={"pending": result.request}))
+            await sessions.save(
+                session_id, state.model_copy(update={"pending": result.request, "waiting": result.flow_run_id})
+            )
         elif result.status == "completed" and record.conversation_id is not None:
             kept: list[Message] = [message for message in result.messages if not isinstance(message, SystemMessage)]
             await self._conversations.save(record.conversation_id, kept)
@@ -337,7 +363,10 @@ class Client:
     @staticmethod
     async def _result(state: Any, session_id: str) -> RunResult:
         try:
-            value = _unquoted(await state.aresult(raise_on_failure=False))
+            if state.is_paused():  # ended waiting: Prefect gives no result of a paused run
+                value = _unquoted(getattr(state.data, "result", state.data))  # a result record, or the data
+            else:
+                value = _unquoted(await state.aresult(raise_on_failure=False))
         except Exception as exc:
             value = exc
         if isinstance(value, RunResult):
@@ -449,6 +478,33 @@ class Client:
             session_id=session_id,
             output_type=output_type,
         )
+
+    def ask_sync(
+        self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str, output_type: object = None
+    ) -> RunResult[Any]:
+        """``ask`` for synchronous code."""
+        return run_coro_as_sync(self.ask(prompt, toolkit, conversation_id=conversation_id, output_type=output_type))
+
+    def resume_sync(
+        self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: object = None
+    ) -> RunResult[Any]:
+        """``resume`` for synchronous code."""
+        return run_coro_as_sync(self.resume(session_id, answer, toolkit, output_type=output_type))
+
+    def map_sync(
+        self,
+        prompts: Iterable[str],
+        toolkit: Toolkit | None = None,
+        *,
+        max_concurrency: int = 4,
+        session_id: str | None = None,
+        output_type: object = None,
+    ) -> list[RunResult[Any]]:
+        """``map`` for synchronous code."""
+        batch = self.map(
+            prompts, toolkit, max_concurrency=max_concurrency, session_id=session_id, output_type=output_type
+        )
+        return run_coro_as_sync(batch)
 
 
 def create_in_process_client(

@@ -47,6 +47,10 @@ def agent_job_failed(error: str | None) -> NexusflowError:
     return NexusflowError(error or "the agent run failed")
 
 
+def agent_job_not_waiting(session_id: str) -> NexusflowError:
+    return NexusflowError(f'agent_job: session "{session_id}" is not waiting for an answer')
+
+
 def _problems(exc: ValidationError, root: str = "(root)") -> str:
     """Pydantic's errors on one line: each one's place and what is wrong there."""
     return "; ".join(
@@ -636,6 +640,12 @@ class StorageError(NexusflowError):
     than report a result it could not keep."""
 
 
+def storage_cannot_list(kind: str) -> StorageError:
+    return StorageError(
+        f"storage: nexusflow cannot list or delete records in a {kind} (it knows the local file system and S3 buckets)"
+    )
+
+
 def storage_step_failed(step: str, key: str, why: str) -> StorageError:
     return StorageError(f"storage: the result of {step} could not be stored under {key}: {why}")
 
@@ -687,6 +697,26 @@ class SessionLockError(NexusflowError):
             f" concurrency limit {lock}) stays held by a run that does not beat; if no run of this session is"
             f" alive, delete the lock (prefect gcl delete {lock}) and run it again"
         )
+
+
+class SessionLiveError(NexusflowError):
+    """A session that runs cannot be forgotten: its run would go on without its records."""
+
+    def __init__(self, session_id: str, flow_run_id: str | None) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f'session: "{session_id}" is running (flow run {flow_run_id}): it cannot be forgotten while it runs'
+        )
+
+
+def sessions_bad_duration(text: str) -> ArgumentError:
+    return ArgumentError(
+        f"sessions: {text!r} is not a duration: give a number and a unit, s, m, h, d or w (7d, 12h, 0s)", "older_than"
+    )
+
+
+def sessions_bad_state(name: str, known: Iterable[str]) -> ArgumentError:
+    return ArgumentError(f"sessions: {name!r} is not a state (the states: {', '.join(known)})", "state")
 
 
 class SessionTakenOverError(NexusflowError):
@@ -741,7 +771,8 @@ class UsageError(NexusflowError):
 
 def usage_no_command() -> UsageError:
     return UsageError(
-        "a COMMAND is needed: run, demo, answer, show, server, styles or mcp-bridge (see nexusflow --help)"
+        "a COMMAND is needed: run, demo, answer, show, sessions, forget, prune, server, styles or mcp-bridge"
+        " (see nexusflow --help)"
     )
 
 
@@ -825,15 +856,19 @@ def usage_session_not_waiting(session_id: str) -> UsageError:
     return UsageError(f'session "{session_id}" is not waiting for an answer')
 
 
+def usage_session_from_python(session_id: str, request_id: str, ok: bool) -> UsageError:
+    """Never a swap of the model: the command cannot rebuild a Python ``generate``."""
+    return UsageError(
+        f'session "{session_id}" was started from Python with its own model, which the command cannot rebuild: '
+        f'resume it there with await client.resume("{session_id}", Answer(id="{request_id}", ok={ok}), toolkit)'
+    )
+
+
 def usage_tool_missing(session_id: str, tool: str) -> UsageError:
     return UsageError(
         f'session "{session_id}" waits to run the tool "{tool}", which this toolkit lacks: '
         "give the --tools (--mcp, --skills) it was started with"
     )
-
-
-def usage_not_a_flow_run_id(text: str) -> UsageError:
-    return UsageError(f"not a flow run id: {text}")
 
 
 def usage_no_flow_run(flow_run_id: str) -> UsageError:

@@ -10,16 +10,19 @@ suspension suspends the job (the worker's process exits until it is answered).
 # process by value (cloudpickle), with only the globals its code uses; string annotations
 # would leave the parameter model unable to resolve `CliStyles` there.
 
-from typing import Any
+from typing import Any, Literal
 
 from prefect import flow
 from prefect.runtime import flow_run
+from prefect.states import Paused
 
 from ._imports import import_output_type, import_tools
 from .cli_client import create_cli_client
 from .client import Client, create_in_process_client
-from .errors import agent_job_failed, agent_job_needs_a_style
-from .messages import RunResult
+from .errors import agent_job_failed, agent_job_needs_a_style, agent_job_not_waiting
+from .flows.agent import AWAITING
+from .memory import SessionStore
+from .messages import Answer, RunResult
 from .output import OutputSpec
 from .policies import ToolPolicy
 from .settings import Wait, settings
@@ -68,6 +71,9 @@ async def agent_job(
     max_concurrent: int | None = None,
     per_minute: float | None = None,
     output_type: str | None = None,
+    answer: Literal["approve", "deny"] | None = None,
+    answer_data: Any = None,
+    answer_reason: str | None = None,
 ) -> RunResult | Any:
     """Run an agent on ``prompt``: your agent CLI (``style``, ``command``, ``model``) or,
     without a style, the bundled scripted agent (``script`` replies, or ``call`` lines in
@@ -79,7 +85,10 @@ async def agent_job(
     ``per_minute`` started per minute. ``output_type`` (``module:Name``) is what the final
     answer must be: the job's result is then that value as JSON data, not the
     ``RunResult``. ``max_turns``, ``transport``, ``wait`` and ``wait_timeout`` left out take
-    their ``NEXUSFLOW_*`` setting, else their default."""
+    their ``NEXUSFLOW_*`` setting, else their default. A job that ended pending (``wait``
+    ``none``) is Paused, named ``AwaitingAnswer``; ``answer`` (with ``answer_data`` and
+    ``answer_reason``) and its ``session_id`` go on with it: ``nexusflow answer`` starts that
+    run of the deployment."""
     target = import_output_type(output_type)
     policy = settings()
     options: dict[str, Any] = {
@@ -95,10 +104,19 @@ async def agent_job(
     client = _client(style, command, model, transport, acp_command, script, options)
     session = session_id or f"job-{flow_run.get_id()}"
     async with await Toolkit.load(tools=import_tools(tools or []), mcp_config=mcp_config, skills_dir=skills_dir) as kit:
-        result = await client.run(prompt, kit, session_id=session, subflow=False, output_type=target)
+        if answer is None:
+            result = await client.run(prompt, kit, session_id=session, subflow=False, output_type=target)
+        else:
+            waiting = await SessionStore().get(session)
+            if waiting is None or waiting.pending is None:
+                raise agent_job_not_waiting(session)
+            given = Answer(id=waiting.pending.id, ok=answer == "approve", data=answer_data, reason=answer_reason)
+            result = await client.resume(session, given, kit, subflow=False, output_type=target)
     if result.status == "failed":
         raise agent_job_failed(result.error)
+    if result.status == "pending":
+        return Paused(name=AWAITING, message=result.request.prompt if result.request else None, data=result)
     spec = OutputSpec.of(target)
-    if spec is None or result.status != "completed":
+    if spec is None:
         return result
     return spec.adapter.dump_python(result.output, mode="json")

@@ -4,15 +4,16 @@ finds them on any machine that sees the same storage."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import anyio
 from prefect.settings import get_current_settings
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ._digest import digest
-from ._storage import read_record, write_atomically, write_record
+from ._storage import ROOT, read_record, write_atomically, write_record
 from .messages import Message, Request, Text
 
 _MESSAGES = TypeAdapter(list[Message])
@@ -34,6 +35,11 @@ class Conversation(BaseModel):
 def _conversation_part(conversation_id: str) -> str:
     """A conversation id may hold any character; the record's name is its digest."""
     return digest(conversation_id)
+
+
+def conversation_key(conversation_id: str) -> str:
+    """Where ``StorageConversationStore`` keeps a conversation in the result storage."""
+    return f"{ROOT}/conversations/{_conversation_part(conversation_id)}.json"
 
 
 class StorageConversationStore:
@@ -80,11 +86,36 @@ class SessionRecord(BaseModel):
 
 
 class SessionState(BaseModel):
-    """What ``client.resume`` needs to run a session again: its inputs and what it waits for."""
+    """What ``client.resume`` needs to run a session again: its inputs, what it waits for and
+    the flow run that ended waiting for it."""
 
     inputs: str
     conversation_id: str | None = None
     pending: Request | None = None
+    waiting: str | None = None
+    """The id of the flow run that ended waiting for ``pending``."""
+
+
+class SessionStatus(BaseModel):
+    """Where a session stands, as its last run left it (``nexusflow/sessions/<id>/status.json``):
+    what ``list_sessions`` reads. ``running`` is written when a run takes the session; a run
+    that crashed leaves it so, and its lease, no longer beating, tells it apart."""
+
+    state: Literal["running", "waiting", "completed", "failed"]
+    flow_run_id: str
+    updated: datetime
+    turns: int = 0
+    tool_calls: int = 0
+    request: Request | None = None
+    error: str | None = None
+
+
+async def write_status(session_id: str, status: SessionStatus) -> None:
+    await write_record(status, "sessions", session_id, "status.json")
+
+
+async def read_status(session_id: str) -> SessionStatus | None:
+    return await read_record(SessionStatus, "sessions", session_id, "status.json")
 
 
 def _inputs_reference(record: SessionRecord) -> str:

@@ -72,7 +72,7 @@ def test_a_pending_run_prints_an_answer_command_that_works_as_copied(asking, tmp
     (approve,) = re.findall(r"^nexusflow: approve with: (.*)$", pending.stderr, re.MULTILINE)
     argv = shlex.split(approve)
     assert shutil.which(argv[0]), f"{argv[0]} runs as printed"
-    assert argv[1:] == ["run", "--session", session_id, "--answer", "approve"]
+    assert argv[1:] == ["answer", session_id, "--approve"]
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -80,6 +80,9 @@ def test_a_pending_run_prints_an_answer_command_that_works_as_copied(asking, tmp
     assert answered.returncode == 0, answered.stderr[-3000:]
     assert answered.stdout == "deploy: deployed web\n"
     assert "(1 turn and 1 tool call replayed)" in answered.stderr
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    assert again.returncode == 2, "an answer is used once"
+    assert one_line(again) == f'nexusflow: session "{session_id}" is not waiting for an answer'
 
 
 @pytest.mark.slow
@@ -169,7 +172,8 @@ def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(askin
         (["run", "hi", "--tools", "no_such_file.py:x"], "--tools: no such file: no_such_file.py"),
         (["run", "hi", "--timeout", "0"], "--timeout must be more than 0 seconds"),
         (["answer", str(uuid.uuid4()), "--approve"], "no flow run"),
-        (["answer", "garbage", "--approve"], "not a flow run id: garbage"),
+        (["answer", "no-such-session-x3", "--approve"], 'session "no-such-session-x3" is not waiting for an answer'),
+        (["answer", "no/such", "--approve"], "invalid session id 'no/such'"),
         (["run", "--session", "no-such-session-x1", "--answer", "approve"], "is not waiting for an answer"),
         (["run", ""], "run needs a PROMPT with something in it"),
         (["run", " \n\t "], "run needs a PROMPT with something in it"),

@@ -243,7 +243,7 @@ def test_a_full_disk_fails_the_run_with_a_storage_error(tmp_path, session_id, fu
 def test_a_torn_record_is_reported_and_its_step_runs_again(tmp_path, session_id, storage):
     code, result, err = finish(child(session_id, str(tmp_path)))
     assert code == 0 and result is not None and result.status == "completed", err[-2000:]
-    records = sorted(storage.glob(f"{session_id}/2/turn/*"))
+    records = sorted(storage.glob(f"nexusflow/sessions/{session_id}/steps/2/turn/*"))
     assert len(records) == 1
     records[0].write_bytes(records[0].read_bytes()[:40])  # what an in-place writer leaves on a crash
     code, result, err = finish(child(session_id, str(tmp_path)))

@@ -113,7 +113,7 @@ async def test_a_run_that_waits_then_completes_emits_each_event_once(session_id)
         "prompt": "May I launch R1?",
         "tool": "launch",
         "arguments": '{"rocket": "R1"}',
-        "answer": f"nexusflow run --session {session_id} --answer approve|deny",
+        "answer": f"nexusflow answer {session_id} --approve|--deny",
     }
 
     assert related(pending) == {"flow-run": f"prefect.flow-run.{first.flow_run_id}"}
@@ -221,7 +221,7 @@ async def test_the_readme_automation_notifies_when_a_run_waits(session_id):
         (notice,) = [item for item in Inbox.received if session_id in str(item)]
         assert notice == {
             "text": f"Approval needed: May I launch R3? (session {session_id}); "
-            f"answer with: nexusflow run --session {session_id} --answer approve|deny"
+            f"answer with: nexusflow answer {session_id} --approve|--deny"
         }
     finally:
         inbox.shutdown()

@@ -18,7 +18,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (10, ("nexusflow.testing",)),
     (9, ("nexusflow.cli_client",)),
     (8, ("nexusflow.client",)),
-    (7, ("nexusflow.flows", "nexusflow.compose")),
+    (7, ("nexusflow.flows", "nexusflow.compose", "nexusflow.sessions")),
     (6, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),
     (5, ("nexusflow.transports", "nexusflow.options")),
     (4, ("nexusflow.toolkit", "nexusflow.memory", "nexusflow._locks")),
@@ -27,6 +27,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
         (
             "nexusflow._position",
             "nexusflow._storage",
+            "nexusflow._storage_tree",
             "nexusflow._concurrency",
             "nexusflow._retry",
             "nexusflow._server",

@@ -151,7 +151,7 @@ async def test_a_pending_run_says_how_to_answer_it(session_id):
     markdown = str((await artifact(f"summary-{slug(session_id)}", result.flow_run_id)).data)
     assert "| status | pending |" in markdown and "| waiting for | May I launch? |" in markdown
 
-    hint = f"answer with: nexusflow run --session {session_id} --answer approve|deny"
+    hint = f"answer with: nexusflow answer {session_id} --approve|--deny"
     lines = await flow_run_logs(result.flow_run_id, hint)
     said = [(level, message) for level, message in lines if hint in message]
     assert said == [(20, f"run pending: May I launch? (request {session_id}.0.0); {hint}")]

@@ -39,8 +39,11 @@ _COMMANDS = "nexusflow.command.commands"
 # ``nexusflow COMMAND --help`` describes its flags from the command's docstring.
 app.command(f"{_COMMANDS}:run", help="Run an agent on a prompt, or answer a pending run.")
 app.command(f"{_COMMANDS}:demo", help="A multi-step tool-calling run on the scripted model.")
-app.command(f"{_COMMANDS}:answer", help="Answer a paused or suspended run (PrefectPause, DeploymentSuspension).")
+app.command(f"{_COMMANDS}:answer", help="Answer a run that waits, by its session id or its flow run id.")
 app.command(f"{_COMMANDS}:show", help="A past run's transcript and steps, by session id or flow run id.")
+app.command(f"{_COMMANDS}:sessions", help="The sessions in the result storage and where each stands.")
+app.command(f"{_COMMANDS}:forget", help="Delete sessions' records, conversation and left-over lock.")
+app.command(f"{_COMMANDS}:prune", help="Forget the sessions idle for longer than a duration.")
 app.command(
     "nexusflow.command.server:server", help="Start a local Prefect server and print the PREFECT_API_URL to export."
 )

@@ -16,16 +16,24 @@ import anyio
 from cyclopts import Parameter, Token
 from prefect.artifacts import Artifact
 from prefect.client.orchestration import PrefectClient, get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterName
-from prefect.client.schemas.objects import FlowRun
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterName,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+)
+from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.settings import get_current_settings
+from pydantic import TypeAdapter
 
+from .._checks import check_session_id
 from .._imports import import_output_type, import_tools
 from .._server import use_server
 from ..cli_client import create_cli_client
-from ..client import Client, check_session_id, create_in_process_client, new_session_id
+from ..client import Client, create_in_process_client, new_session_id
 from ..errors import (
     CliError,
     OutputError,
@@ -46,22 +54,24 @@ from ..errors import (
     usage_no_prompt,
     usage_no_run,
     usage_no_verify_recipe,
-    usage_not_a_flow_run_id,
     usage_not_installed,
     usage_output_type,
     usage_script_not_a_list,
     usage_script_unreadable,
     usage_script_with_style,
     usage_session,
+    usage_session_from_python,
     usage_session_not_waiting,
     usage_timeout,
     usage_tool_missing,
     usage_tools,
 )
+from ..flows.agent import AWAITING
 from ..flows.report import artifact_key
 from ..memory import SessionStore
 from ..messages import Answer, RunResult
 from ..output import OutputSpec
+from ..sessions import Forgotten, SessionInfo, duration, forget_session, list_sessions, prune_sessions
 from ..testing import ScriptedModel, follow_prompt
 from ..toolkit import Toolkit
 from ..toolkit.mcp import load_mcp_config
@@ -184,10 +194,10 @@ def _report(result: RunResult, output: OutputSpec | None) -> int:
     if result.error:
         print(f"nexusflow: error: {result.error}", file=sys.stderr)
     if result.request is not None:
-        again = f"{command_name()} run --session {result.session_id} --answer"
+        again = f"{command_name()} answer {result.session_id}"
         print(f"nexusflow: waiting for an answer: {result.request.prompt}", file=sys.stderr)
-        print(f"nexusflow: approve with: {again} approve", file=sys.stderr)
-        print(f"nexusflow: deny with: {again} deny", file=sys.stderr)
+        print(f"nexusflow: approve with: {again} --approve", file=sys.stderr)
+        print(f"nexusflow: deny with: {again} --deny", file=sys.stderr)
     if hint := ui_hint(result.flow_run_id):
         print(hint, file=sys.stderr)
     return {"completed": 0, "pending": EXIT_PENDING}.get(result.status, EXIT_FAILED)
@@ -387,14 +397,23 @@ async def run(
 
 
 async def _answer_session(session: str, given: dict[str, Any], ok: bool, data: Any, reason: str | None) -> int:
-    """Go on with a pending session, on the invocation it was started with."""
+    """Go on with a pending session as it was started: on its stored invocation (``nexusflow
+    run``), as a new run of its deployment (``agent_job``), or, for a model the command
+    cannot rebuild (a Python ``generate``), by saying what to run instead. The answer is for
+    the one call the session waits on, and is used once."""
     use_server()
-    invocation = (await load_invocation(session) or Invocation()).over(given)
-    client = _client(invocation)
-    _check_files(invocation.mcp, invocation.skills)
+    stored = await load_invocation(session)
     state = await SessionStore().get(session)
     if state is None or state.pending is None:
         raise usage_session_not_waiting(session)
+    if stored is None and not MODEL_FLAGS & given.keys():
+        deployment = await _deployment_of(state.waiting)
+        if deployment is None:
+            raise usage_session_from_python(session, state.pending.id, ok)
+        return await _answer_job(deployment, session, ok, data, reason)
+    invocation = (stored or Invocation()).over(given)
+    client = _client(invocation)
+    _check_files(invocation.mcp, invocation.skills)
     kit = _tools(invocation.tools)
     async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
         needed = state.pending.tool
@@ -405,20 +424,60 @@ async def _answer_session(session: str, given: dict[str, Any], ok: bool, data: A
     return await _finish(result, client)
 
 
+MODEL_FLAGS = {"style", "style_file", "script"}
+"""Flags that name the model: with one, an answer may go on with a session the command did not start."""
+
+
+async def _deployment_of(flow_run_id: str | None) -> FlowRun | None:
+    """The waiting flow run, when a deployment ran it (an ``agent_job``)."""
+    if flow_run_id is None:
+        return None
+    async with get_client() as client:
+        try:
+            run = await client.read_flow_run(UUID(flow_run_id))
+        except ObjectNotFound:
+            return None
+    return run if run.deployment_id is not None else None
+
+
+async def _answer_job(waiting: FlowRun, session: str, ok: bool, data: Any, reason: str | None) -> int:
+    """A new run of the job's deployment, with the job's parameters, its session and the answer."""
+    parameters = {
+        **waiting.parameters,
+        "session_id": session,
+        "answer": "approve" if ok else "deny",
+        "answer_data": data,
+        "answer_reason": reason,
+    }
+    async with get_client() as client:
+        assert waiting.deployment_id is not None
+        started = await client.create_flow_run_from_deployment(waiting.deployment_id, parameters=parameters)
+    verdict = "approved" if ok else "denied"
+    print(
+        f"nexusflow: answered session {session} ({verdict}): it goes on in flow run {started.id} of its deployment",
+        file=sys.stderr,
+    )
+    return 0
+
+
 async def answer(
-    flow_run_id: str,
+    waiting: str,
     /,
     *,
     approve: Annotated[bool, Parameter(negative="--deny")],
     data: str | None = None,
     reason: str | None = None,
 ) -> int:
-    """Answer a paused or suspended run (PrefectPause, DeploymentSuspension).
+    """Answer a run that waits, by its session id or its flow run id.
+
+    A run that ended pending (started by nexusflow run, by agent_job, or from Python) goes on
+    as it was started; a paused or suspended run (PrefectPause, DeploymentSuspension) is
+    resumed by Prefect.
 
     Parameters
     ----------
-    flow_run_id
-        The waiting flow run.
+    waiting
+        The session id, or the id of the waiting flow run.
     approve
         Approve (--approve) or deny (--deny) the request; one of them is required.
     data
@@ -426,22 +485,50 @@ async def answer(
     reason
         Why, with the answer.
     """
-    try:
-        run_id = UUID(flow_run_id)
-    except ValueError:
-        raise usage_not_a_flow_run_id(flow_run_id) from None
     payload = _data(data)
     use_server()
+    session, paused = await _waiting_for(waiting)
+    if paused is not None:
+        await answer_flow_run(paused, approve=approve, data=payload, reason=reason)
+        print(f"nexusflow: answered flow run {paused}: {'approved' if approve else 'denied'}", file=sys.stderr)
+        return 0
+    return await _answer_session(session, {}, approve, payload, reason)
+
+
+async def _waiting_for(waiting: str) -> tuple[str, str | None]:
+    """(the session, None) for a run that ended pending; (its session, the flow run) for one
+    that Prefect pauses or suspends."""
+    try:
+        run_id: UUID | None = UUID(waiting)
+    except ValueError:
+        run_id = None
     async with get_client() as client:
-        try:
-            state = (await client.read_flow_run(run_id)).state
-        except ObjectNotFound:
-            raise usage_no_flow_run(flow_run_id) from None
-    if state is None or not state.is_paused():
-        raise usage_flow_run_not_waiting(flow_run_id, state.name if state else None)
-    await answer_flow_run(flow_run_id, approve=approve, data=payload, reason=reason)
-    print(f"nexusflow: answered flow run {flow_run_id}: {'approved' if approve else 'denied'}", file=sys.stderr)
-    return 0
+        if run_id is not None:
+            try:
+                run = await client.read_flow_run(run_id)
+            except ObjectNotFound:
+                raise usage_no_flow_run(waiting) from None
+            state, session = run.state, str(run.parameters.get("session_id") or "")
+            if state is not None and state.is_paused():
+                if state.name == AWAITING and session:
+                    return session, None
+                return session, waiting
+            raise usage_flow_run_not_waiting(waiting, state.name if state else None)
+        session = _session_id(waiting)
+        stored = await SessionStore().get(session)
+        if stored is not None and stored.pending is not None:
+            return session, None
+        runs = await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                name=FlowRunFilterName(any_=[f"agent-{session}"]),
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED])),
+            ),
+            sort=FlowRunSort.START_TIME_DESC,
+            limit=1,
+        )
+        if runs:
+            return session, str(runs[0].id)
+    raise usage_session_not_waiting(session)
 
 
 async def demo(*, session: str | None = None) -> int:
@@ -498,6 +585,88 @@ async def show(run_id: str, /) -> int:
                 seconds = task_run.total_run_time.total_seconds()
                 print(f"  {task_run.name:<40} {task_run.state_name or '':<16} {seconds:8.2f}s")
     return 0
+
+
+async def sessions(
+    *,
+    state: Annotated[list[str] | None, Parameter(consume_multiple=True)] = None,
+    older_than: str | None = None,
+    as_json: Annotated[bool, Parameter(name="--json")] = False,
+) -> int:
+    """The sessions in the result storage, the most recently active first.
+
+    Parameters
+    ----------
+    state
+        Only sessions in these states: running, waiting, completed, failed, crashed
+        (comma-separated or repeated).
+    older_than
+        Only sessions idle for longer than this: 7d, 12h, 30m, 90s.
+    as_json
+        One JSON list on stdout: session_id, state, flow_run_id, updated (ISO 8601), turns,
+        tool_calls, waits_for, tool, error.
+    """
+    idle = duration(older_than) if older_than is not None else None
+    use_server()
+    found = await list_sessions(state=state or (), older_than=idle)
+    if as_json:
+        print(_SESSIONS.dump_json(found).decode())
+        return 0
+    print(f"{'session':<40} {'state':<10} {'updated':<20} {'turns':>5}  {'flow run':<36}  waits for / error")
+    for info in found:
+        said = info.waits_for or info.error or ""
+        updated = info.updated.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        print(
+            f"{info.session_id:<40} {info.state:<10} {updated:<20} {info.turns:>5}  {info.flow_run_id or '':<36}"
+            f"  {said[:80]}"
+        )
+    return 0
+
+
+async def forget(session_ids: list[str], /) -> int:
+    """Delete sessions: their records (steps, inputs, what they wait for, the invocation),
+    their conversation, a crashed run's left-over lock, and the sessions nested in them.
+
+    Parameters
+    ----------
+    session_ids
+        The sessions to forget; one that runs is refused.
+    """
+    use_server()
+    for session_id in session_ids:
+        _report_forgotten(await forget_session(_session_id(session_id)), session_id)
+    return 0
+
+
+async def prune(*, older_than: str, state: Annotated[list[str] | None, Parameter(consume_multiple=True)] = None) -> int:
+    """Forget every session idle for longer than a duration.
+
+    Parameters
+    ----------
+    older_than
+        How long a session has been idle: 7d, 12h, 30m, 90s, 0s.
+    state
+        The states to prune (default: completed, failed, crashed; a waiting session stays
+        unless named; a running one is never pruned).
+    """
+    idle = duration(older_than)
+    use_server()
+    pruned = await prune_sessions(older_than=idle, state=state or ())
+    for forgotten in pruned:
+        _report_forgotten([forgotten], forgotten.session_id)
+    print(f"nexusflow: pruned {_count(len(pruned), 'session')}", file=sys.stderr)
+    return 0
+
+
+def _report_forgotten(forgotten: list[Forgotten], asked: str) -> None:
+    if not forgotten:
+        print(f"nexusflow: nothing of session {asked} was found", file=sys.stderr)
+    for one in forgotten:
+        also = [what for what, removed in (("its conversation", one.conversation), ("its lock", one.lock)) if removed]
+        print(f"forgot {one.session_id}: {_count(one.records, 'record')}{''.join(', ' + a for a in also)}")
+
+
+_SESSIONS = TypeAdapter(list[SessionInfo])
 
 
 def styles_list() -> int:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, Literal
+from uuid import UUID
 
 import anyio
 from prefect import flow, get_run_logger
+from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
-from prefect.states import Completed, Failed
+from prefect.states import Completed, Failed, Paused
 from prefect.utilities.annotations import quote
 
 from .._lease import session_lease
@@ -28,7 +31,7 @@ from ..errors import (
     storage_inputs_missing,
     unwrap,
 )
-from ..memory import SessionRecord, read_inputs
+from ..memory import SessionRecord, SessionStatus, read_inputs, write_status
 from ..messages import Answer, ModelRequest, RunResult, ToolCall
 from ..output import OutputSpec
 from ..suspension import Suspended
@@ -47,6 +50,11 @@ from .loop import LoopState, drive, opening_messages
 from .report import Progress, publish
 from .steps import Steps, asked
 from .steps import settle as settle_call
+
+AWAITING = "AwaitingAnswer"
+"""The Paused-type state of a flow run that ended waiting for an answer."""
+ANSWERED = "Answered"
+"""The Completed-type state it is moved to when its session goes on with the answer."""
 
 
 def preview(prompt: str, limit: int = 500) -> str:
@@ -110,10 +118,18 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     ) -> tuple[ToolRecord, bool]:
         if record.result.pending is None:
             return record, replayed
+        asking = not replayed and options.wait_for is not None
         if not replayed:
+            request = asked(session_id, step, index, tool, record)
             answer = notify.answer_command(options.wait_for, session_id, run_id)
-            notify.suspension_requested(session_id, run_id, asked(session_id, step, index, tool, record), answer)
-        return await settle_call(live, steps, step, index, tool, record, call), replayed
+            notify.suspension_requested(session_id, run_id, request, answer)
+            if asking:  # the run waits for its answer (a pause, a suspension, an event): listed as waiting
+                status = SessionStatus(state="waiting", flow_run_id=run_id, updated=_now(), request=request)
+                await write_status(session_id, status)
+        settled = await settle_call(live, steps, step, index, tool, record, call)
+        if asking:
+            await write_status(session_id, SessionStatus(state="running", flow_run_id=run_id, updated=_now()))
+        return settled, replayed
 
     async def call_and_settle(step: int, index: int, tool: ToolCall) -> tuple[ToolRecord, bool]:
         record, replayed = await call(step, index, tool)
@@ -141,37 +157,46 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     try:
         async with session_lease(session_id, run_id) as lease:
             holding = True
-            record = await _inputs(session_id, inputs, prompt)
-            state.messages = opening_messages(
-                record.prompt, options.system_prompt, toolkit.instructions, record.history
-            )
-            async with live.transport(logger.info) as transport:
-                steps.model = TurnRuntime(
-                    transport=transport,
-                    before_llm=options.before_llm,
-                    after_llm=options.after_llm,
-                    run_tool=call_and_settle,
-                    emit=live.emit,
-                    limit=options.subscription,
-                    retries=options.model_retries,
-                    retry_wait=options.model_retry_wait,
+            await write_status(session_id, SessionStatus(state="running", flow_run_id=run_id, updated=_now()))
+            try:
+                if live.answered is not None:
+                    await _mark_answered(live.answered, run_id)
+                record = await _inputs(session_id, inputs, prompt)
+                state.messages = opening_messages(
+                    record.prompt, options.system_prompt, toolkit.instructions, record.history
                 )
-                if isinstance(transport, SessionTransport):
-                    await transport.begin(remember, toolkit.specs())
-                text = await drive(
-                    state,
-                    tools=toolkit.specs(),
-                    model=options.model,
-                    max_turns=options.max_turns,
-                    run_turn=turn,
-                    run_tool=call,
-                    settle=settle,
-                    emit=live.emit,
-                    output=OutputSpec.of(options.output_type),
-                    output_retries=options.output_retries,
-                )
-                await synced(session_id, ending=True)  # the last steps' records are on disk before the run says so
-            outcome = result("completed", text=text, output=text if options.output_type is str else state.output)
+                async with live.transport(logger.info) as transport:
+                    steps.model = TurnRuntime(
+                        transport=transport,
+                        before_llm=options.before_llm,
+                        after_llm=options.after_llm,
+                        run_tool=call_and_settle,
+                        emit=live.emit,
+                        limit=options.subscription,
+                        retries=options.model_retries,
+                        retry_wait=options.model_retry_wait,
+                    )
+                    if isinstance(transport, SessionTransport):
+                        await transport.begin(remember, toolkit.specs())
+                    text = await drive(
+                        state,
+                        tools=toolkit.specs(),
+                        model=options.model,
+                        max_turns=options.max_turns,
+                        run_turn=turn,
+                        run_tool=call,
+                        settle=settle,
+                        emit=live.emit,
+                        output=OutputSpec.of(options.output_type),
+                        output_retries=options.output_retries,
+                    )
+                    await synced(session_id, ending=True)  # the last steps' records are on disk before the run says so
+                outcome = result("completed", text=text, output=text if options.output_type is str else state.output)
+            except Exception as exc:
+                with anyio.CancelScope(shield=True):
+                    await _left(session_id, run_id, state, exc)
+                raise
+            await write_status(session_id, _status(outcome))
             # Published while the lease is released: the server answers slowly right after a long
             # run (it still digests the run's events), and two round trips at once cost one.
             publishing = asyncio.create_task(ended(outcome))
@@ -195,7 +220,10 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             )
             outcome = result("pending", request=waiting.request)
             await ended(outcome)
-            return Completed(name="AwaitingAnswer", message=str(waiting), data=quote(outcome))  # type: ignore[return-value]
+            # A Paused-type state: Prefect's filters, dashboards and UI count the run as waiting,
+            # not done. It never times out and is not Prefect's to resume: answering the
+            # request resumes the session in a new flow run, which marks this one Answered.
+            return Paused(name=AWAITING, message=str(waiting), data=quote(outcome))  # type: ignore[return-value]
         if isinstance(waiting, TransientError):  # a turn that gave up wrote no record: its attempts count here
             state.metrics.launches += waiting.launches
             state.metrics.model_retries += waiting.model_retries
@@ -207,6 +235,60 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         return Failed(message=outcome.error, data=quote(outcome))  # type: ignore[return-value]
     await publishing
     return quote(outcome)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _status(outcome: RunResult) -> SessionStatus:
+    state = "waiting" if outcome.status == "pending" else outcome.status
+    return SessionStatus(
+        state=state,
+        flow_run_id=outcome.flow_run_id or "",
+        updated=_now(),
+        turns=outcome.metrics.turns,
+        tool_calls=outcome.metrics.tool_calls,
+        request=outcome.request,
+        error=outcome.error,
+    )
+
+
+async def _left(session_id: str, run_id: str, state: LoopState, exc: Exception) -> None:
+    """The session's status as a run that raised leaves it, written while it still holds the
+    session (a run that took it over writes its own). A failure to write it is logged: the
+    run's own error is what it reports."""
+    error = unwrap(exc)
+    if isinstance(error, SessionTakenOverError):
+        return
+    waiting = error.request if isinstance(error, Suspended) else None
+    status = SessionStatus(
+        state="waiting" if waiting is not None else "failed",
+        flow_run_id=run_id,
+        updated=_now(),
+        turns=state.metrics.turns,
+        tool_calls=state.metrics.tool_calls,
+        request=waiting,
+        error=None if waiting is not None else describe(error),
+    )
+    try:
+        await write_status(session_id, status)
+    except Exception as unwritten:
+        get_run_logger().warning("%s", describe(unwritten))
+
+
+async def _mark_answered(waiting: str, run_id: str) -> None:
+    """The flow run that ended waiting is done waiting: Completed, named ``Answered``. A
+    failure to say so is logged; it is no failure of the run that goes on."""
+    try:
+        async with get_client() as client:
+            await client.set_flow_run_state(
+                UUID(waiting),
+                Completed(name=ANSWERED, message=f"answered: the session goes on in flow run {run_id}"),
+                force=True,
+            )
+    except Exception as exc:
+        get_run_logger().warning("flow run %s stays %s: %s", waiting, AWAITING, describe(exc))
 
 
 async def _inputs(session_id: str, reference: str | None, prompt: str) -> SessionRecord:

@@ -21,7 +21,7 @@ def answer_command(wait_for: object, session_id: str, flow_run_id: str) -> str |
     if isinstance(wait_for, PrefectPause | DeploymentSuspension):
         return answer_hint(flow_run_id)
     if wait_for is None:
-        return f"nexusflow run --session {session_id} --answer approve|deny"
+        return f"nexusflow answer {session_id} --approve|--deny"
     return None
 
 

@@ -14,7 +14,7 @@ from prefect.filesystems import WritableFileSystem
 from prefect.results import ResultStore
 from prefect.utilities.annotations import quote
 
-from .._runtime import LiveRun
+from .._runtime import LiveRun, bound
 from ..messages import Answer, ModelRequest, Request, ToolCall, ToolResult
 from ..suspension import Suspended, outcome_text
 from ..task_config import StepOptions, TaskConfig
@@ -209,7 +209,7 @@ async def settle(
 
 
 async def _answer(live: LiveRun, steps: Steps, step: int, index: int, label: str, request: Request) -> Answer:
-    given = live.answers.get(request.id)
+    given = live.answers.get(bound(request))
     wait_for = live.options.wait_for
     resolve: Callable[[Request], Awaitable[Answer]]
     if given is not None:

@@ -1,4 +1,5 @@
-"""Positional, chained cache keys: ``{session_id}/{step}/{kind}/{call}-{digest}``.
+"""Positional, chained cache keys: ``nexusflow/sessions/{session_id}/steps/{step}/{kind}/{call}-{digest}``,
+under the session's prefix of the result storage (its other records live beside them).
 
 The position (session, step, call) is what makes a new flow run replay a crashed one; the
 flow run id is deliberately not part of the key. The digest covers the step's own inputs
@@ -16,10 +17,11 @@ from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
 
 from .._digest import digest
+from .._storage import steps_prefix
 
 
 def step_key(session_id: str, step: int, kind: str, call: int, inputs: Any) -> str:
-    return f"{session_id}/{step}/{kind}/{call}-{digest(inputs)}"
+    return f"{steps_prefix(session_id)}/{step}/{kind}/{call}-{digest(inputs)}"
 
 
 def chained_key(session_id: str, step: int, kind: str, call: int, upstream: str, inputs: Any) -> str:

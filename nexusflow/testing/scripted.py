@@ -19,11 +19,15 @@ ScriptStep = ReplyLike | Callable[[ModelRequest], ReplyLike]
 
 
 class ScriptedModel:
-    """Plays scripted replies in order, one per model turn, and records every request.
+    """Plays one scripted reply per model turn, keyed by the turn, and records every request.
 
-    A step is a reply (``ModelReply``, ``{"content": ...}``, ``{"tool_calls": [...]}`` or
-    a string) or a callable from the request to a reply, for answers that depend on tool
-    results. Use it as ``create_in_process_client(generate=ScriptedModel([...]))``.
+    Reply ``n`` answers the run's turn ``n`` (counted from the assistant messages the request
+    holds, a conversation's earlier exchanges included), so a run resumed in a new process,
+    whose finished turns replay without asking the model, gets the replies of the turns it
+    has not played yet. A step is a reply (``ModelReply``, ``{"content": ...}``,
+    ``{"tool_calls": [...]}`` or a string) or a callable from the request to a reply, for
+    answers that depend on tool results. Use it as
+    ``create_in_process_client(generate=ScriptedModel([...]))``.
     """
 
     def __init__(self, replies: Iterable[ScriptStep]) -> None:
@@ -36,8 +40,8 @@ class ScriptedModel:
         return len(self.requests)
 
     def __call__(self, request: ModelRequest) -> ModelReply:
+        index = sum(isinstance(message, AssistantMessage) for message in request.messages)
         with self._lock:
-            index = len(self.requests)
             self.requests.append(request)
         if index >= len(self._steps):
             raise scripted_model_has_no_reply(index, len(self._steps))

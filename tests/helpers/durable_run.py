@@ -61,7 +61,7 @@ if args.kill_after:
         """Parallel calls store from worker threads: count under a lock, or two records
         stored at once could both miss the k-th."""
         global stored
-        if "/nexusflow/" not in str(path):
+        if "/steps/" in path.as_posix():
             with counting:
                 stored += 1
                 record("stored", "/".join([*path.parts[-3:-1], path.name.split("-")[0]]))

@@ -1,0 +1,204 @@
+"""Sessions over their life, as an operator meets them: listed with where they stand,
+forgotten one by one, pruned by age and state.
+
+A session's records all live under one prefix of the result storage,
+``nexusflow/sessions/<id>/``: its steps, its inputs, what it waits for, the command's
+invocation, its lease's beat and its status. A conversation's record lives under
+``nexusflow/conversations/``. The status says how its last run ended (``running`` until it
+does); a run that crashed leaves ``running`` behind, and its lease, which no longer beats,
+tells it apart within seconds.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Literal, get_args
+
+import anyio
+from prefect.client.orchestration import get_client
+from prefect.utilities.asyncutils import run_coro_as_sync
+from pydantic import BaseModel
+
+from ._checks import check_session_id
+from ._lease import Heartbeat, lock_name
+from ._locks import STALE_AFTER, delete, held
+from ._storage import ROOT, read_record, session_prefix, step_storage
+from ._storage_tree import children, delete_record, delete_tree
+from .errors import SessionLiveError, argument_wrong, sessions_bad_duration, sessions_bad_state
+from .memory import conversation_key, read_status
+
+State = Literal["running", "waiting", "completed", "failed", "crashed"]
+STATES: tuple[State, ...] = get_args(State)
+PRUNED: tuple[State, ...] = ("completed", "failed", "crashed")
+"""What ``prune`` removes unless told which states: never a run, never a waiting request."""
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_AT_ONCE = 16
+"""Sessions read at once from storage."""
+
+
+class SessionInfo(BaseModel):
+    """One session as ``nexusflow sessions`` shows it."""
+
+    session_id: str
+    state: State
+    flow_run_id: str | None
+    updated: datetime
+    """Its last activity: its last run's end, or its running run's last heartbeat."""
+    turns: int
+    tool_calls: int
+    waits_for: str | None = None
+    """What a waiting session asks (its request's prompt)."""
+    tool: str | None = None
+    """The tool whose call waits for the answer."""
+    error: str | None = None
+
+
+class Forgotten(BaseModel):
+    """What ``forget`` removed of one session."""
+
+    session_id: str
+    records: int
+    """Records deleted from the result storage (steps, inputs, state, invocation, status)."""
+    conversation: bool
+    lock: bool
+    """Whether a crashed holder's session lock was left on the Prefect server and deleted."""
+
+
+def duration(text: str) -> timedelta:
+    """``7d``, ``12h``, ``30m``, ``90s``, ``2w``, ``0s``."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise sessions_bad_duration(text)
+    return timedelta(seconds=float(match.group(1)) * _UNIT[match.group(2)])
+
+
+def states(given: Iterable[str]) -> set[State]:
+    chosen: set[State] = set()
+    for name in given:
+        for part in name.split(","):
+            part = part.strip()
+            if part not in STATES:
+                raise sessions_bad_state(part, STATES)
+            chosen.add(part)
+    return chosen
+
+
+async def _info(session_id: str) -> SessionInfo | None:
+    status = await read_status(session_id)
+    beat = await read_record(Heartbeat, "sessions", session_id, "lease.json")
+    if status is None and beat is None:
+        return None  # a session of an earlier nexusflow, or records without a run
+    if status is None or status.state == "running":
+        alive = beat is not None and beat.at is not None and time.time() - beat.at < STALE_AFTER
+        last = datetime.fromtimestamp(beat.at, UTC) if beat is not None and beat.at else None
+        return SessionInfo(
+            session_id=session_id,
+            state="running" if alive else "crashed",
+            flow_run_id=beat.flow_run_id if beat is not None else status.flow_run_id if status else None,
+            updated=last or (status.updated if status else datetime.now(UTC)),
+            turns=status.turns if status else 0,
+            tool_calls=status.tool_calls if status else 0,
+        )
+    request = status.request
+    return SessionInfo(
+        session_id=session_id,
+        state=status.state,
+        flow_run_id=status.flow_run_id or None,
+        updated=status.updated,
+        turns=status.turns,
+        tool_calls=status.tool_calls,
+        waits_for=request.prompt if request is not None else None,
+        tool=request.tool if request is not None else None,
+        error=status.error,
+    )
+
+
+async def list_sessions(*, state: Iterable[str] = (), older_than: timedelta | None = None) -> list[SessionInfo]:
+    """Every session in the result storage, the most recently active first; ``state`` keeps
+    only those states, ``older_than`` only sessions idle for longer."""
+    wanted = states(state) or set(STATES)
+    if older_than is not None and not isinstance(older_than, timedelta):
+        raise argument_wrong("list_sessions", "older_than", "a timedelta or None", older_than)
+    storage = await step_storage()
+    names = await children(storage, f"{ROOT}/sessions")
+    found: dict[str, SessionInfo] = {}
+    limiter = anyio.CapacityLimiter(_AT_ONCE)
+
+    async def one(name: str) -> None:
+        async with limiter:
+            info = await _info(name)
+        if info is not None:
+            found[name] = info
+
+    async with anyio.create_task_group() as group:
+        for name in names:
+            group.start_soon(one, name)
+    cutoff = datetime.now(UTC) - older_than if older_than is not None else None
+    kept = [info for info in found.values() if info.state in wanted and (cutoff is None or info.updated <= cutoff)]
+    return sorted(kept, key=lambda info: info.updated, reverse=True)
+
+
+async def forget_session(session_id: str) -> list[Forgotten]:
+    """Delete a session and the sessions nested in it (``<id>.<n>``: its sub-agents, its
+    fan-out members, a conversation's exchanges): their records, a conversation kept under
+    the id, and a crashed holder's lock left on the server. A session that runs is refused
+    (``SessionLiveError``), and then nothing is deleted."""
+    check_session_id(session_id, "forget_session")
+    storage = await step_storage()
+    names = [name for name in await children(storage, f"{ROOT}/sessions") if _within(name, session_id)]
+    infos = [info for info in [await _info(name) for name in names] if info is not None]
+    for info in infos:
+        if info.state == "running":
+            raise SessionLiveError(info.session_id, info.flow_run_id)
+    forgotten = []
+    async with get_client() as client:
+        for name in sorted(set(names) | {session_id}):
+            lock = await held(client, lock_name(name))
+            if lock is not None:
+                await delete(client, lock.id)
+            records = await delete_tree(storage, session_prefix(name))
+            conversation = await delete_record(storage, conversation_key(name)) if name == session_id else 0
+            if records or conversation or lock is not None:
+                forgotten.append(
+                    Forgotten(session_id=name, records=records, conversation=bool(conversation), lock=lock is not None)
+                )
+    return forgotten
+
+
+def _within(name: str, session_id: str) -> bool:
+    return name == session_id or name.startswith(f"{session_id}.")
+
+
+async def prune_sessions(*, older_than: timedelta, state: Iterable[str] = ()) -> list[Forgotten]:
+    """Forget every session idle for longer than ``older_than`` in one of ``state`` (by
+    default completed, failed and crashed: a waiting request stays until it is answered or
+    named). A running session is never pruned."""
+    wanted = states(state) or set(PRUNED)
+    wanted.discard("running")
+    pruned: list[Forgotten] = []
+    for info in await list_sessions(state=sorted(wanted), older_than=older_than):
+        try:
+            pruned += await forget_session(info.session_id)
+        except SessionLiveError:
+            continue  # a session nested in it runs: it stays, whole, for the next prune
+    return pruned
+
+
+def list_sessions_sync(*, state: Iterable[str] = (), older_than: timedelta | None = None) -> list[SessionInfo]:
+    """``list_sessions`` for synchronous code."""
+    return run_coro_as_sync(list_sessions(state=state, older_than=older_than))
+
+
+def forget_session_sync(session_id: str) -> list[Forgotten]:
+    """``forget_session`` for synchronous code."""
+    return run_coro_as_sync(forget_session(session_id))
+
+
+def prune_sessions_sync(*, older_than: timedelta, state: Iterable[str] = ()) -> list[Forgotten]:
+    """``prune_sessions`` for synchronous code."""
+    return run_coro_as_sync(prune_sessions(older_than=older_than, state=state))
