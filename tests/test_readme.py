@@ -39,6 +39,7 @@ RUN_HERE: dict[str, str] = {
         "facts-1.2 completed topic='MCP' letters=3\n"
     ),
     "compose-prefect-map": "['Summarize Prefect.', 'Summarize MCP.', 'Summarize ACP.']\n",
+    "sessions": "pruned 0 sessions\n",
 }
 """Blocks run here, and what each prints."""
 
