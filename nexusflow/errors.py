@@ -844,8 +844,14 @@ def usage_answer_without_session() -> UsageError:
     return UsageError("--answer needs --session ID: the pending run to answer")
 
 
+def usage_no_prompt_stored(session_id: str) -> UsageError:
+    return UsageError(
+        f'session "{session_id}" was not started by nexusflow run (no prompt and flags of it are stored): give a PROMPT'
+    )
+
+
 def usage_no_prompt() -> UsageError:
-    return UsageError("run needs a PROMPT (or --session ID --answer approve|deny to answer a pending run)")
+    return UsageError("run needs a PROMPT (or --session ID: the session's own prompt and flags, run again)")
 
 
 def usage_empty_prompt() -> UsageError:

@@ -3,6 +3,15 @@ answer is for one call with its arguments and is used once."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
 from uuid import UUID
 
 import pytest
@@ -14,6 +23,8 @@ from nexusflow import Answer, ModelRequest, Toolkit, create_in_process_client, c
 from nexusflow.errors import ResumeError
 from nexusflow.memory import SessionStore
 from nexusflow.testing import ScriptedModel
+
+from conftest import HELPERS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
@@ -134,3 +145,234 @@ def test_ask_resume_and_map_have_sync_twins(session_id):
     assert talker.ask_sync("more", conversation_id=f"{session_id}-talk").text == "again"
     echo = create_in_process_client(lambda request: request.messages[-1].content.upper())
     assert [result.text for result in echo.map_sync(["a", "b"], session_id=f"{session_id}-batch")] == ["A", "B"]
+
+
+ASKING = '''
+from nexusflow import current_answer, suspend, tool
+
+@tool
+def deploy(service: str) -> str:
+    """Deploy a service."""
+    if current_answer() is None:
+        return suspend(f"May I deploy {service}?")
+    return f"deployed {service}"
+'''
+
+PYTHON_RUN = """
+import sys
+from nexusflow import Toolkit, create_in_process_client
+from nexusflow.testing import ScriptedModel
+
+from conftest import HELPERS
+from asking import deploy
+
+model = ScriptedModel([{"tool_calls": [{"name": "deploy", "arguments": {"service": "db"}}]}, "done"])
+result = create_in_process_client(model).run_sync("go", Toolkit([deploy]), session_id=sys.argv[1])
+print(result.status)
+"""
+
+
+def nexusflow(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nexusflow", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=os.environ.copy(),
+    )
+
+
+def listed(*args: str) -> dict[str, dict[str, object]]:
+    done = nexusflow("sessions", "--json", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {entry["session_id"]: entry for entry in json.loads(done.stdout)}
+
+
+@pytest.fixture
+def asking(tmp_path: Path) -> Path:
+    path = tmp_path / "asking.py"
+    path.write_text(ASKING)
+    return path
+
+
+@pytest.mark.slow
+def test_sessions_lists_a_finished_a_waiting_and_a_crashed_run(asking, tmp_path, session_id):
+    finished, waiting, crashed = (f"{session_id}-{name}" for name in ("finished", "waiting", "crashed"))
+    assert nexusflow("run", "hello", "--session", finished).returncode == 0
+    asked = nexusflow("run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", waiting)
+    assert asked.returncode == 3, asked.stderr[-3000:]
+    logs = tmp_path / "crashed"
+    logs.mkdir()
+    killed = subprocess.run(
+        [sys.executable, str(HELPERS / "durable_run.py"), crashed, str(logs), "--kill-after", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    gone = time.monotonic()
+    while (state := listed()[crashed]["state"]) == "running" and time.monotonic() - gone < 30:
+        time.sleep(1)
+    assert state == "crashed", "a holder that stopped beating is crashed within seconds"
+    assert time.monotonic() - gone < 15
+
+    sessions = listed()
+    assert sessions[finished]["state"] == "completed" and sessions[finished]["turns"] == 1
+    assert sessions[waiting]["state"] == "waiting" and sessions[waiting]["waits_for"] == "May I deploy web?"
+    for entry in (sessions[finished], sessions[waiting], sessions[crashed]):
+        assert {"session_id", "state", "flow_run_id", "updated", "turns"} <= entry.keys()
+        assert datetime.fromisoformat(str(entry["updated"])).tzinfo is not None
+        assert entry["flow_run_id"]
+    assert set(listed("--state", "waiting,crashed")) >= {waiting, crashed}
+    assert finished not in listed("--state", "waiting,crashed")
+    assert finished not in listed("--older-than", "1h")
+
+    table = nexusflow("sessions", "--state", "waiting")
+    assert table.returncode == 0 and waiting in table.stdout and "May I deploy web?" in table.stdout
+    refused = nexusflow("sessions", "--state", "sleeping")
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "nexusflow: sessions: 'sleeping' is not a state (the states: running, waiting, completed, failed, crashed)"
+    )
+
+
+@pytest.mark.slow
+def test_a_command_run_is_answered_by_its_flow_run_id(asking, session_id):
+    asked = nexusflow("run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", session_id)
+    assert asked.returncode == 3, asked.stderr[-3000:]
+    flow_run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", asked.stderr).group(1)
+    answered = nexusflow("answer", flow_run_id, "--approve")
+    assert answered.returncode == 0, answered.stderr[-3000:]
+    assert answered.stdout == "deploy: deployed web\n"
+    again = nexusflow("answer", flow_run_id, "--approve")
+    assert again.returncode == 2
+    assert again.stderr.strip() == f"nexusflow: flow run {flow_run_id} is not waiting for an answer: it is Answered"
+
+
+@pytest.mark.slow
+def test_a_python_run_is_never_answered_with_another_model(asking, tmp_path, session_id):
+    (tmp_path / "program.py").write_text(PYTHON_RUN)
+    ran = subprocess.run(
+        [sys.executable, "program.py", session_id], capture_output=True, text=True, timeout=300, cwd=asking.parent
+    )
+    assert ran.stdout.strip().splitlines()[-1] == "pending", ran.stderr[-3000:]
+    ways = (
+        ("answer", session_id, "--approve"),
+        ("run", "--session", session_id, "--answer", "approve", "--tools", f"{asking}:deploy"),
+    )
+    for way in ways:
+        refused = nexusflow(*way)
+        assert refused.returncode == 2, "the bundled scripted agent never takes the place of the program's model"
+        assert refused.stderr.strip() == (
+            f'nexusflow: session "{session_id}" was started from Python with its own model, which the command'
+            f' cannot rebuild: resume it there with await client.resume("{session_id}",'
+            f' Answer(id="{session_id}.0.0", ok=True), toolkit)'
+        )
+
+
+@pytest.mark.slow
+async def test_a_jobs_waiting_run_is_answered_as_a_new_run_of_its_deployment(session_id):
+    """A deployment's ``agent_job`` that ends pending (``wait: none``) is Paused; answering it
+    by its flow run id starts the deployment again on the session, which goes on and ends."""
+    from nexusflow.job import agent_job
+
+    async with get_client() as client:
+        deployment_id = await client.create_deployment(
+            flow_id=await client.create_flow(agent_job),
+            name=session_id,
+            entrypoint="nexusflow.job:agent_job",
+            parameters={
+                "prompt": 'call current_temperature {"city": "Lisbon"}',
+                "tools": ["nexusflow.demo:TOOLS"],
+                "approval": ["current_temperature"],
+                "wait": "none",
+                "session_id": session_id,
+            },
+        )
+        first = await client.create_flow_run_from_deployment(deployment_id)
+    _execute(first.id)
+    assert await _state(str(first.id)) == (StateType.PAUSED, "AwaitingAnswer")
+
+    answered = nexusflow("answer", str(first.id), "--approve")
+    assert answered.returncode == 0, answered.stderr[-3000:]
+    second = re.search(r"it goes on in flow run ([0-9a-f-]{36}) of its deployment", answered.stderr).group(1)
+    _execute(UUID(second))
+    assert await _state(second) == (StateType.COMPLETED, "Completed")
+    assert await _state(str(first.id)) == (StateType.COMPLETED, "Answered")
+
+
+def _execute(flow_run_id: UUID) -> None:
+    """The flow run, as a process worker runs it."""
+    engine = [sys.executable, "-m", "prefect.flow_engine", "nexusflow.job:agent_job"]
+    done = subprocess.run(
+        engine,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PREFECT__FLOW_RUN_ID": str(flow_run_id)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_forget_refuses_a_running_session_then_removes_every_record(tmp_path, session_id, storage):
+    released = tmp_path / "released"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, str(HELPERS / "durable_run.py"), session_id, str(logs), "--hold-until", str(released)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (logs / "holding").exists() and holder.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        refused = nexusflow("forget", session_id)
+        assert refused.returncode == 1
+        assert f'session: "{session_id}" is running (flow run ' in refused.stderr
+        assert (storage / "nexusflow" / "sessions" / session_id / "status.json").exists(), "nothing was deleted"
+    finally:
+        released.touch()
+        holder.communicate(timeout=120)
+    assert holder.returncode == 0
+    forgot = nexusflow("forget", session_id)
+    assert forgot.returncode == 0, forgot.stderr[-3000:]
+    assert forgot.stdout.startswith(f"forgot {session_id}: ")
+    assert not (storage / "nexusflow" / "sessions" / session_id).exists()
+    assert session_id not in listed()
+    nothing = nexusflow("forget", session_id)
+    assert nothing.returncode == 0 and f"nothing of session {session_id} was found" in nothing.stderr
+
+
+@pytest.mark.slow
+def test_prune_removes_the_idle_sessions_of_the_states_it_is_given(asking, session_id):
+    finished, waiting = f"{session_id}-done", f"{session_id}-asks"
+    assert nexusflow("run", "hello", "--session", finished).returncode == 0
+    asked = nexusflow("run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", waiting)
+    assert asked.returncode == 3
+    kept = nexusflow("prune", "--older-than", "1h")
+    assert kept.returncode == 0 and finished not in kept.stdout
+    pruned = nexusflow("prune", "--older-than", "0s")
+    assert pruned.returncode == 0, pruned.stderr[-3000:]
+    assert f"forgot {finished}: " in pruned.stdout and waiting not in pruned.stdout, "a waiting session stays"
+    assert set(listed()) >= {waiting} and finished not in listed()
+    named = nexusflow("prune", "--older-than", "0s", "--state", "waiting")
+    assert f"forgot {waiting}: " in named.stdout
+    bad = nexusflow("prune", "--older-than", "a week")
+    assert bad.returncode == 2
+    assert "is not a duration" in bad.stderr
+
+
+@pytest.mark.slow
+async def test_a_hundred_finished_sessions_leave_no_session_lock(session_id):
+    client = create_in_process_client(lambda request: "ok")
+    results = await client.map([f"run {n}" for n in range(100)], max_concurrency=10, session_id=session_id)
+    assert [result.status for result in results] == ["completed"] * 100
+    async with get_client() as prefect:
+        limits = await prefect.read_global_concurrency_limits(limit=1000)
+    assert [limit.name for limit in limits if limit.name.startswith("nexusflow-session-")] == []

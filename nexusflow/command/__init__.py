@@ -16,6 +16,7 @@ from ..errors import ArgumentError, NexusflowError, UsageError, usage_no_command
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 EXIT_PENDING = 3
 EXIT_PIPE_CLOSED = 128 + 13
 """What a shell reports for a program that SIGPIPE stopped: the reader (``| head``) left."""
@@ -100,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CycloptsError as exc:
         print(f"nexusflow: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED  # what a shell reports for SIGINT; the run said how to go on
     except (UsageError, ArgumentError) as exc:  # a bad flag, or a bad NEXUSFLOW_* setting
         print(f"nexusflow: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -52,6 +52,7 @@ from ..errors import (
     usage_max_turns,
     usage_no_flow_run,
     usage_no_prompt,
+    usage_no_prompt_stored,
     usage_no_run,
     usage_no_verify_recipe,
     usage_not_installed,
@@ -68,7 +69,7 @@ from ..errors import (
 )
 from ..flows.agent import AWAITING
 from ..flows.report import artifact_key
-from ..memory import SessionStore
+from ..memory import SessionStore, read_inputs
 from ..messages import Answer, RunResult
 from ..output import OutputSpec
 from ..sessions import Forgotten, SessionInfo, duration, forget_session, list_sessions, prune_sessions
@@ -380,6 +381,8 @@ async def run(
         if session is None:
             raise usage_answer_without_session()
         return await _answer_session(_session_id(session), given, answer == "approve", _data(data), reason)
+    if prompt is None and session is not None:
+        return await _run_again(_session_id(session), given)
     if prompt is None:
         raise usage_no_prompt()
     if not prompt.strip():
@@ -390,10 +393,49 @@ async def run(
     kit = _tools(tools or [])  # as typed, for messages; stored absolute
     _check_files(invocation.mcp, invocation.skills)
     use_server()
+    if session is not None:
+        await _say_if_another_prompt(session_id, prompt)
     await save_invocation(session_id, invocation)
-    async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
-        result = await client.run(prompt, toolkit, session_id=session_id)
+    return await _run_session(client, invocation, kit, prompt, session_id)
+
+
+async def _run_session(client: Client, invocation: Invocation, kit: list[Any], prompt: str, session_id: str) -> int:
+    """The run; Ctrl-C says how to go on with it."""
+    try:
+        async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
+            result = await client.run(prompt, toolkit, session_id=session_id)
+    except (KeyboardInterrupt, anyio.get_cancelled_exc_class()):
+        print(f"nexusflow: interrupted; go on with: {command_name()} run --session {session_id}", file=sys.stderr)
+        raise
     return await _finish(result, client)
+
+
+async def _run_again(session_id: str, given: dict[str, Any]) -> int:
+    """``run --session ID`` without a prompt: the session's stored prompt and flags, its
+    finished steps replayed."""
+    use_server()
+    stored = await load_invocation(session_id)
+    state = await SessionStore().get(session_id)
+    record = await read_inputs(session_id, state.inputs) if state is not None else None
+    if stored is None or record is None:
+        raise usage_no_prompt_stored(session_id)
+    invocation = stored.over(given)
+    client = _client(invocation)
+    _check_files(invocation.mcp, invocation.skills)
+    await save_invocation(session_id, invocation)
+    return await _run_session(client, invocation, _tools(invocation.tools), record.prompt, session_id)
+
+
+async def _say_if_another_prompt(session_id: str, prompt: str) -> None:
+    """A session run again with another prompt starts anew: its steps' keys follow the prompt."""
+    state = await SessionStore().get(session_id)
+    record = await read_inputs(session_id, state.inputs) if state is not None else None
+    if record is not None and record.prompt != prompt:
+        print(
+            f"nexusflow: session {session_id} ran another prompt before: this run starts it anew"
+            " (nothing of the earlier run replays)",
+            file=sys.stderr,
+        )
 
 
 async def _answer_session(session: str, given: dict[str, Any], ok: bool, data: Any, reason: str | None) -> int:
