@@ -218,8 +218,8 @@ async def test_no_machine_keeps_run_state_it_is_all_in_the_bucket(topology: Topo
     records = topology.keys(RESULTS)
     for session in SESSIONS:
         ours = {key.split("/")[-1] for key in records if key.startswith(f"nexusflow/sessions/{session}/")}
-        assert {"session.json", "lease.json"} <= ours, sorted(records)
-        assert any(key.startswith(f"{session}/0/turn/") for key in records), sorted(records)
+        assert {"session.json", "lease.json", "status.json"} <= ours, sorted(records)
+        assert any(key.startswith(f"nexusflow/sessions/{session}/steps/0/turn/") for key in records), sorted(records)
 
 
 async def test_our_records_on_s3_round_trip_and_a_missing_one_reads_as_none(topology: Topology) -> None:
@@ -295,3 +295,27 @@ async def test_a_subscription_limit_holds_across_both_machines(topology: Topolog
     first = min(turn["start"] for turn in turns)
     shown = sorted((homes[t["home"]], round(t["start"] - first, 1), round(t["end"] - first, 1)) for t in turns)
     print(f"\nsix limited runs on two machines: {time.monotonic() - started:.1f}s; turns {shown}")
+
+
+async def test_sessions_in_the_bucket_are_listed_forgotten_and_pruned(topology: Topology) -> None:
+    """Last in the module: it prunes what the others left. The bucket is the result storage of
+    every machine, so an operator anywhere sees, forgets and prunes the same sessions."""
+    from datetime import timedelta
+
+    from prefect.settings import PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK, temporary_settings
+
+    from nexusflow.sessions import forget_session, list_sessions, prune_sessions
+
+    with topology.api(), temporary_settings({PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK: "s3-bucket/nexusflow-results"}):
+        run = await run_deployment(DEPLOYMENT, parameters={"prompt": call("pruned", 1), "tools": [TOOLS]}, timeout=0)
+        assert (await wait_for_state(run.id, lambda s: s.is_final())).is_completed()
+        session = f"job-{run.id}"
+        listed = {info.session_id: info for info in await list_sessions()}
+        assert listed[session].state == "completed" and listed[session].turns >= 1
+        forgotten = await forget_session(session)
+        assert [one.session_id for one in forgotten] == [session] and forgotten[0].records > 3
+        assert topology.keys(RESULTS, f"nexusflow/sessions/{session}/") == []
+        left = {info.session_id for info in await list_sessions(state=["completed"])}
+        pruned = await prune_sessions(older_than=timedelta(0))
+        assert left <= {one.session_id for one in pruned}
+        assert [info for info in await list_sessions() if info.state == "completed"] == []
