@@ -193,3 +193,34 @@ def test_each_command_of_the_synopsis_answers_help():
         out, err = process.communicate(timeout=120)
         assert process.returncode == 0, f"nexusflow {name} --help: {err[-2000:]}"
         assert f"Usage: nexusflow {name}" in out, out[:500]
+
+
+TYPED = {"typed-output": "result.output", "compose-as-tool": None}
+"""Blocks a type checker reads as users' code is read, and the expression whose type it must
+know (the client's output type reaching ``RunResult.output``)."""
+
+
+@pytest.mark.parametrize("marker", sorted(TYPED))
+def test_a_typed_block_passes_mypy_strict(marker, tmp_path):
+    """With the cache ``.ci/run`` fills when it checks the package (``mypy nexusflow``)."""
+    code = next(block.code for block in blocks() if block.marker == marker)
+    revealed = TYPED[marker]
+    (tmp_path / "block.py").write_text(code + (f"\nreveal_type({revealed})\n" if revealed else ""))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(REPO / ".mypy_cache"),
+            str(tmp_path / "block.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    if revealed:
+        assert 'Revealed type is "block.Triage"' in done.stdout, "the client's output type reaches the result"
