@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from ._checks import build, refusal
 from ._server import use_server
 from .client import Client, with_answer_policy
+from .messages import OutputT
 from .options import ClientOptions
 from .settings import settings
 from .subscription import SubscriptionLimit
@@ -49,8 +50,9 @@ def create_cli_client(
     limit: str | None = None,
     max_concurrent: int | None = None,
     per_minute: float | None = None,
+    output_type: type[OutputT] | None = None,
     **options: Any,
-) -> Client:
+) -> Client[OutputT]:
     """A client whose model is the user's own agent CLI.
 
     ``command`` is the CLI's path or name: required, nexusflow never picks a binary.
@@ -96,8 +98,14 @@ def create_cli_client(
         )
     except ValidationError as exc:
         raise refusal(where, exc, []) from None
-    client = Client(
-        factory, build(where, ClientOptions, model=model, subscription=subscription, **with_answer_policy(options))
+    checked = build(
+        where,
+        ClientOptions,
+        model=model,
+        subscription=subscription,
+        output_type=output_type,
+        **with_answer_policy(options),
     )
+    client: Client[OutputT] = Client(factory, checked)
     use_server()  # checked first; before a flow of the program's own starts the embedded server
     return client

@@ -6,7 +6,7 @@ import math
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
 
 import anyio
 from prefect.client.schemas.objects import State
@@ -52,6 +52,9 @@ from .subscription import SubscriptionLimit
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
 
+RunT = TypeVar("RunT")
+"""A run's own output type, given to one call."""
+
 
 def new_session_id() -> str:
     return uuid.uuid4().hex
@@ -85,9 +88,10 @@ def _unquoted(value: object) -> object:
     return value.unwrap() if isinstance(value, quote) else value
 
 
-class Client:
+class Client(Generic[OutputT]):
     """Runs agent runs. Build one with ``create_in_process_client`` (or, for an agent CLI,
-    ``create_cli_client``); every client has the same ``run``."""
+    ``create_cli_client``); every client has the same ``run``. A client made with an
+    ``output_type`` is a ``Client[ThatType]``: its runs' ``RunResult.output`` is typed so."""
 
     def __init__(self, transport: TransportFactory, options: ClientOptions) -> None:
         self.transport = transport
@@ -102,7 +106,7 @@ class Client:
         session_id: str | None = None,
         subflow: bool = True,
         output_type: None = None,
-    ) -> RunResult[Any]: ...
+    ) -> RunResult[OutputT]: ...
 
     @overload
     async def run(
@@ -112,8 +116,8 @@ class Client:
         *,
         session_id: str | None = None,
         subflow: bool = True,
-        output_type: type[OutputT],
-    ) -> RunResult[OutputT]: ...
+        output_type: type[RunT],
+    ) -> RunResult[RunT]: ...
 
     @overload
     async def run(
@@ -164,7 +168,7 @@ class Client:
         *,
         subflow: bool = True,
         output_type: None = None,
-    ) -> RunResult[Any]: ...
+    ) -> RunResult[OutputT]: ...
 
     @overload
     async def resume(
@@ -174,8 +178,8 @@ class Client:
         toolkit: Toolkit | None = None,
         *,
         subflow: bool = True,
-        output_type: type[OutputT],
-    ) -> RunResult[OutputT]: ...
+        output_type: type[RunT],
+    ) -> RunResult[RunT]: ...
 
     @overload
     async def resume(
@@ -230,12 +234,12 @@ class Client:
     @overload
     async def ask(
         self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str, output_type: None = None
-    ) -> RunResult[Any]: ...
+    ) -> RunResult[OutputT]: ...
 
     @overload
     async def ask(
-        self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str, output_type: type[OutputT]
-    ) -> RunResult[OutputT]: ...
+        self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str, output_type: type[RunT]
+    ) -> RunResult[RunT]: ...
 
     @overload
     async def ask(
@@ -381,12 +385,12 @@ class Client:
     @overload
     def run_sync(
         self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, output_type: None = None
-    ) -> RunResult[Any]: ...
+    ) -> RunResult[OutputT]: ...
 
     @overload
     def run_sync(
-        self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, output_type: type[OutputT]
-    ) -> RunResult[OutputT]: ...
+        self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, output_type: type[RunT]
+    ) -> RunResult[RunT]: ...
 
     @overload
     def run_sync(
@@ -430,7 +434,7 @@ class Client:
         max_concurrency: int = 4,
         session_id: str | None = None,
         output_type: None = None,
-    ) -> list[RunResult[Any]]: ...
+    ) -> list[RunResult[OutputT]]: ...
 
     @overload
     async def map(
@@ -440,8 +444,8 @@ class Client:
         *,
         max_concurrency: int = 4,
         session_id: str | None = None,
-        output_type: type[OutputT],
-    ) -> list[RunResult[OutputT]]: ...
+        output_type: type[RunT],
+    ) -> list[RunResult[RunT]]: ...
 
     @overload
     async def map(
@@ -510,12 +514,13 @@ class Client:
 def create_in_process_client(
     generate: Generate,
     *,
+    output_type: type[OutputT] | None = None,
     model: str | None = None,
     limit: str | None = None,
     max_concurrent: int | None = None,
     per_minute: float | None = None,
     **options: Any,
-) -> Client:
+) -> Client[OutputT]:
     """A client whose model is a Python callable: ``generate(request) -> reply``, sync or
     async, where a reply is a ``ModelReply``, ``{"content": ...}`` or
     ``{"tool_calls": [{"id"?, "name", "arguments"}]}``.
@@ -526,7 +531,14 @@ def create_in_process_client(
     where = "create_in_process_client"
     function(where, "generate", generate)
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
-    checked = build(where, ClientOptions, model=model, subscription=subscription, **with_answer_policy(options))
+    checked = build(
+        where,
+        ClientOptions,
+        model=model,
+        subscription=subscription,
+        output_type=output_type,
+        **with_answer_policy(options),
+    )
     use_server()  # checked first; before a flow of the program's own starts the embedded server
     return Client(in_process_transport(generate), checked)
 

@@ -11,6 +11,7 @@ every child process a test starts (crash-and-resume runs, the command line).
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -28,6 +30,7 @@ import pytest
 from helpers.servers import free_port
 
 _HOME = Path(tempfile.mkdtemp(prefix="nexusflow-tests-"))
+atexit.register(shutil.rmtree, _HOME, True)  # a process that never started the server leaves none behind
 _PORT = free_port()
 _CLOSED_PORT = free_port()  # nothing listens here
 os.environ.update(
@@ -113,12 +116,19 @@ def prefect_server() -> Iterator[str]:
 
 def _drain_prefect_workers() -> None:
     """Send the logs and events still queued in this process while the server is up;
-    otherwise Prefect's exit hook sends them to a stopped server and prints an error."""
+    otherwise Prefect's exit hook sends them to a stopped server and prints an error. At
+    most 10 s in all: stopping a worker waits for its lock, which a worker sending a batch to
+    a busy server holds through the client's retries (41 s at the end of a CI run)."""
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
-    APILogWorker.drain_all(timeout=5)
-    EventsWorker.drain_all(timeout=5)
+    def drain() -> None:
+        APILogWorker.drain_all(timeout=5)
+        EventsWorker.drain_all(timeout=5)
+
+    draining = threading.Thread(target=drain, daemon=True)
+    draining.start()
+    draining.join(timeout=10)
 
 
 @pytest.fixture

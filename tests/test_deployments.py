@@ -20,7 +20,11 @@ from prefect.exceptions import ObjectNotFound
 from helpers.prefect_api import task_runs
 
 REPO = Path(__file__).parent.parent
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.usefixtures("prefect_server"),
+    pytest.mark.xdist_group("deployments"),  # one worker deploys the project once for all
+]
 
 
 def prefect(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -80,6 +80,7 @@ def killed_and_resumed(tmp_path_factory) -> dict[int, tuple[Path, list[str], int
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("durability-kills")  # the fourteen processes of the fixture run once, on one worker
 @pytest.mark.parametrize("kill_after", range(1, 8))
 def test_a_kill_after_any_stored_step_resumes_without_repeating_it(killed_and_resumed, kill_after):
     """Seven steps (three turns, two parallel calls in each of the first two): the process is

@@ -8,9 +8,13 @@ prints and nothing noisy (``Traceback``, ``ERROR``, ``WARNING``) but what it cau
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +23,9 @@ import pytest
 
 from helpers.homes import new_user_environment, noise
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("heavy")]
+TIMEOUT = 400
+"""Seconds for every block together: each starts Prefect's embedded server on a fresh home."""
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("heavy"), pytest.mark.timeout(TIMEOUT + 60)]
 
 REPO = Path(__file__).parent.parent
 README = REPO / "README.md"
@@ -113,25 +119,35 @@ class Ran:
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ran]]:
-    """Every block of RUN_HERE, each in a folder and a home of its own, side by side."""
-    processes = {}
-    for block in blocks():
-        if block.marker in RUN_HERE:
-            folder = tmp_path_factory.mktemp(block.marker)
-            (folder / "snippet.py").write_text(block.code)
-            processes[block.marker] = subprocess.Popen(
-                [sys.executable, "snippet.py"],
-                cwd=folder,
-                env=new_user_environment(folder / "home"),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-    outcomes = {}
-    for marker, process in processes.items():
-        out, err = process.communicate(timeout=400)
-        outcomes[marker] = Ran(process.returncode, out, err)
-    yield outcomes
+    """Every block of RUN_HERE, each in a folder and a home of its own, side by side. Each
+    runs in a process group of its own, killed whole whatever happens to the test: a block
+    stopped alone would leave its embedded server running."""
+    processes: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for block in blocks():
+            if block.marker in RUN_HERE:
+                folder = tmp_path_factory.mktemp(block.marker)
+                (folder / "snippet.py").write_text(block.code)
+                processes[block.marker] = subprocess.Popen(
+                    [sys.executable, "snippet.py"],
+                    cwd=folder,
+                    env=new_user_environment(folder / "home"),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,
+                )
+        outcomes = {}
+        deadline = time.monotonic() + TIMEOUT
+        for marker, process in processes.items():
+            out, err = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            outcomes[marker] = Ran(process.returncode, out, err)
+        yield outcomes
+    finally:
+        for process in processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 @pytest.mark.parametrize("marker", sorted(RUN_HERE))
@@ -178,3 +194,34 @@ def test_each_command_of_the_synopsis_answers_help():
         out, err = process.communicate(timeout=120)
         assert process.returncode == 0, f"nexusflow {name} --help: {err[-2000:]}"
         assert f"Usage: nexusflow {name}" in out, out[:500]
+
+
+TYPED = {"typed-output": "result.output", "compose-as-tool": None}
+"""Blocks a type checker reads as users' code is read, and the expression whose type it must
+know (the client's output type reaching ``RunResult.output``)."""
+
+
+@pytest.mark.parametrize("marker", sorted(TYPED))
+def test_a_typed_block_passes_mypy_strict(marker, tmp_path):
+    """With the cache ``.ci/run`` fills when it checks the package (``mypy nexusflow``)."""
+    code = next(block.code for block in blocks() if block.marker == marker)
+    revealed = TYPED[marker]
+    (tmp_path / "block.py").write_text(code + (f"\nreveal_type({revealed})\n" if revealed else ""))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(REPO / ".mypy_cache"),
+            str(tmp_path / "block.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    if revealed:
+        assert 'Revealed type is "block.Triage"' in done.stdout, "the client's output type reaches the result"

@@ -22,6 +22,8 @@ from nexusflow import RunResult
 
 from helpers.homes import new_user_environment, nexusflow_server, noise, served
 
+pytestmark = pytest.mark.xdist_group("server-choice")  # the two homes' servers start once, on one worker
+
 PROGRAM = """
 from nexusflow import create_in_process_client
 

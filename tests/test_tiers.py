@@ -31,3 +31,29 @@ def test_a_child_process_of_such_a_test_reaches_none() -> None:
     )
     assert done.returncode != 0
     assert "ConnectError" in done.stderr
+
+
+GROUPED = """
+import os, pytest
+pytestmark = pytest.mark.xdist_group("heavy")
+
+@pytest.mark.parametrize("n", range(4))
+def test_heavy(n):
+    print("worker", os.environ["PYTEST_XDIST_WORKER"])
+"""
+
+
+@pytest.mark.slow
+def test_the_heavy_group_runs_on_one_worker(tmp_path) -> None:
+    """What the README's slow-tier command relies on: ``--dist loadgroup`` sends a module's
+    ``xdist_group`` to one worker (pytest 9.2 with pytest-xdist 3.8 spread it over all)."""
+    (tmp_path / "test_grouped.py").write_text(GROUPED)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-rA", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert done.stdout.count("@heavy") == 4, "loadgroup sends a test by the group its nodeid names"

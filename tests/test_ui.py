@@ -32,7 +32,7 @@ from nexusflow.testing import ScriptedModel
 
 from helpers.prefect_api import task_runs
 
-pytestmark = pytest.mark.ui
+pytestmark = [pytest.mark.ui, pytest.mark.xdist_group("ui")]  # one browser and one run for the module
 
 CHROMIUM = Path("/usr/bin/chromium")
 # As the machine's probe drove it: without the background-networking flags Chromium keeps

@@ -268,11 +268,11 @@ def _client(invocation: Invocation) -> Client:
     }
     try:
         chosen = style if style is not None else load_cli_style(Path(str(invocation.style_file)))
-        _installed(invocation.command, "--command")
-        _installed(invocation.acp_command, "--acp-command")
         client = create_cli_client(chosen, invocation.command, invocation.model, **cli_options, **options)
     except (CliError, SubscriptionLimitError) as exc:
         raise UsageError(str(exc)) from exc
+    _installed(invocation.command, "--command")
+    _installed(invocation.acp_command, "--acp-command")
     return client
 
 
