@@ -30,7 +30,7 @@ from .testing import ScriptedModel, follow_prompt
 from .toolkit import Toolkit
 from .transports.choice import Transport
 from .transports.oneshot import CliStyles
-from .waits import policy_wait
+from .waits import policy_wait, waiting_is_no_error
 
 
 def _client(
@@ -115,6 +115,7 @@ async def agent_job(
     if result.status == "failed":
         raise agent_job_failed(result.error)
     if result.status == "pending":
+        waiting_is_no_error()
         return Paused(name=AWAITING, message=result.request.prompt if result.request else None, data=result)
     spec = OutputSpec.of(target)
     if spec is None:

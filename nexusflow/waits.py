@@ -86,7 +86,7 @@ class _WaitsAreNotErrors(logging.Filter):
     ``Paused``) at ERROR, as for any state that is not Completed; a run waiting for an
     answer is healthy, so exactly that line is lowered to INFO."""
 
-    finished = re.compile(r"Finished in state (Suspended|Paused)\(")
+    finished = re.compile(r"Finished in state (Suspended|Paused|AwaitingAnswer)\(")
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno > logging.INFO and self.finished.match(str(record.msg)):
@@ -95,6 +95,11 @@ class _WaitsAreNotErrors(logging.Filter):
 
 
 _waits_are_not_errors = _WaitsAreNotErrors()
+
+
+def waiting_is_no_error() -> None:
+    """Keep Prefect's closing line of a run that ends waiting at INFO."""
+    logging.getLogger("prefect.flow_runs").addFilter(_waits_are_not_errors)  # adding it twice is a no-op
 
 
 def answer_hint(flow_run_id: str) -> str:
@@ -106,7 +111,7 @@ def answer_hint(flow_run_id: str) -> str:
 def _announce(request: Request) -> None:
     """Say in the flow run's log, at INFO, how to answer, and keep Prefect's closing line
     of a suspended run at INFO too."""
-    logging.getLogger("prefect.flow_runs").addFilter(_waits_are_not_errors)  # adding it twice is a no-op
+    waiting_is_no_error()
     context = FlowRunContext.get()
     if context is None or context.flow_run is None:
         return

@@ -45,6 +45,7 @@ from ..tasks import (
 )
 from ..tasks.keys import step_key
 from ..transports import SessionTransport
+from ..waits import waiting_is_no_error
 from . import notify
 from .loop import LoopState, drive, opening_messages
 from .report import Progress, publish
@@ -223,6 +224,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             # A Paused-type state: Prefect's filters, dashboards and UI count the run as waiting,
             # not done. It never times out and is not Prefect's to resume: answering the
             # request resumes the session in a new flow run, which marks this one Answered.
+            waiting_is_no_error()
             return Paused(name=AWAITING, message=str(waiting), data=quote(outcome))  # type: ignore[return-value]
         if isinstance(waiting, TransientError):  # a turn that gave up wrote no record: its attempts count here
             state.metrics.launches += waiting.launches
