@@ -105,7 +105,9 @@ def recorded_server(home: Path) -> str | None:
     if record is None or not _alive(record.pid):
         return None
     try:
-        response = httpx.get(f"{record.url}/admin/settings", timeout=2)
+        # A port nobody listens on refuses at once; a busy server may take seconds to answer,
+        # and it is still this home's (2 s made a loaded machine's program run embedded).
+        response = httpx.get(f"{record.url}/admin/settings", timeout=httpx.Timeout(15, connect=2))
         served = Path(str(response.json().get("home", ""))).expanduser()
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
