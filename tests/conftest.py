@@ -117,7 +117,7 @@ def prefect_server() -> Iterator[str]:
         shutil.rmtree(_HOME, ignore_errors=True)
         marks.append(time.monotonic())
         with open("/tmp/nexusflow-teardown.log", "a") as debug:  # TEMPORARY: where CI's 41 s teardown goes
-            debug.write(f"{os.getpid()} {[round(b - a, 1) for a, b in zip(marks, marks[1:])]}\n")
+            debug.write(f"{os.getpid()} {[round(marks[i + 1] - marks[i], 1) for i in range(len(marks) - 1)]}\n")
 
 
 def _drain_prefect_workers() -> None:
