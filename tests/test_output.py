@@ -174,7 +174,7 @@ async def test_the_output_replays_on_resume_without_a_model_call(session_id):
 
 
 async def test_the_output_type_is_part_of_the_turn_key(session_id):
-    model = ScriptedModel([VALID, "[1, 2]"])
+    model = ScriptedModel([lambda request: VALID if request.output_schema == Report.model_json_schema() else "[1, 2]"])
     client = create_in_process_client(model)
     first = await client.run("triage", session_id=session_id, output_type=Report)
     other = await client.run("triage", session_id=session_id, output_type=list[int])
@@ -183,7 +183,8 @@ async def test_the_output_type_is_part_of_the_turn_key(session_id):
 
 
 async def test_the_client_default_is_overridden_per_run(session_id):
-    model = ScriptedModel([VALID, "[3, 4]", "plain words"])
+    answers = {"a": VALID, "b": "[3, 4]", "c": "plain words"}
+    model = ScriptedModel([lambda request: answers[str(request.messages[-1].content)]])
     client = create_in_process_client(model, output_type=Report)
     default = await client.run("a", session_id=f"{session_id}-1")
     listed = await client.run("b", session_id=f"{session_id}-2", output_type=list[int])

@@ -322,7 +322,7 @@ async def test_a_retried_turn_replays_on_resume_with_its_retry_count(api, sessio
     assert model.requests == 2, "the replayed turn calls no model"
     assert again.metrics.replayed_turns == 1
     assert again.metrics.model_retries == 0, "a replayed turn costs nothing this time"
-    (record,) = storage.glob(f"{session_id}/0/turn/*")
+    (record,) = storage.glob(f"nexusflow/sessions/{session_id}/steps/0/turn/*")
     stored = TurnRecord.model_validate(json.loads(json.loads(record.read_bytes())["result"])["data"])
     assert stored.reply.stats.model_retries == 1, "the record keeps what the turn cost"
 

@@ -123,7 +123,7 @@ async def test_a_step_starts_only_once_the_record_before_it_is_on_disk(monkeypat
     must find the turn that asked for it synced, and the second turn the tool's record."""
     real_fsync = os.fsync
     synced: list[str] = []
-    steps = f"{storage / session_id}/"
+    steps = f"{storage / 'nexusflow' / 'sessions' / session_id / 'steps'}/"
 
     def slow_fsync(handle: int) -> None:
         path = _path_of(handle)
@@ -160,7 +160,7 @@ async def test_a_record_that_cannot_be_synced_fails_the_run_before_the_next_step
     real_fsync = os.fsync
 
     def failing_fsync(handle: int) -> None:
-        if _path_of(handle).startswith(f"{storage / session_id}/0/turn/"):
+        if _path_of(handle).startswith(f"{storage}/nexusflow/sessions/{session_id}/steps/0/turn/"):
             raise OSError(errno.EIO, "Input/output error")
         real_fsync(handle)
 
@@ -180,7 +180,9 @@ async def test_a_record_that_cannot_be_synced_fails_the_run_before_the_next_step
         )
     assert result.status == "failed"
     assert result.error is not None
-    assert result.error.startswith(f"storage: the result of turn-0 could not be stored under {session_id}/0/turn/0-")
+    assert result.error.startswith(
+        f"storage: the result of turn-0 could not be stored under nexusflow/sessions/{session_id}/steps/0/turn/0-"
+    )
     assert result.error.endswith("OSError: [Errno 5] Input/output error"), result.error
     assert ran == [], "the tool ran although the turn that asked for it was not on disk"
     assert not list((storage / session_id / "0" / "turn").glob("*")), "the unsynced record (or a temp file) is left"
