@@ -374,3 +374,44 @@ async def test_a_hundred_finished_sessions_leave_no_session_lock(session_id):
     async with get_client() as prefect:
         limits = await prefect.read_global_concurrency_limits(limit=200)
     assert [limit.name for limit in limits if limit.name.startswith("nexusflow-session-")] == []
+
+
+SLOW_TOOL = '''
+import time
+from nexusflow import tool
+
+@tool
+def wait(seconds: float) -> str:
+    """Wait."""
+    time.sleep(seconds)
+    return "waited"
+'''
+
+
+@pytest.mark.slow
+def test_ctrl_c_says_how_to_go_on_and_the_session_goes_on_without_its_prompt(tmp_path, session_id):
+    tools = tmp_path / "slow_tools.py"
+    tools.write_text(SLOW_TOOL)
+    argv = ["run", 'call wait {"seconds": 600}', "--tools", f"{tools}:wait", "--session", session_id]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "nexusflow", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and listed().get(session_id, {}).get("state") != "running":
+        time.sleep(0.5)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err[-3000:]
+    assert f"nexusflow: interrupted; go on with: nexusflow run --session {session_id}" in err
+    assert "Traceback" not in err
+
+    tools.write_text(SLOW_TOOL.replace("time.sleep(seconds)", "pass"))
+    again = nexusflow("run", "--session", session_id)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout == "wait: waited\n"
+    other = nexusflow("run", "something else", "--session", session_id)
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert f"nexusflow: session {session_id} ran another prompt before: this run starts it anew" in other.stderr
