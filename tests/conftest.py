@@ -103,21 +103,15 @@ def prefect_server() -> Iterator[str]:
             time.sleep(0.5)
         yield url
     finally:
-        marks = [time.monotonic()]
         _drain_prefect_workers()
-        marks.append(time.monotonic())
         os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=5)  # a server still busy with a backlog has nothing left to say
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
-        marks.append(time.monotonic())
         log.close()
         shutil.rmtree(_HOME, ignore_errors=True)
-        marks.append(time.monotonic())
-        with open("/tmp/nexusflow-teardown.log", "a") as debug:  # TEMPORARY: where CI's 41 s teardown goes
-            debug.write(f"{os.getpid()} {[round(marks[i + 1] - marks[i], 1) for i in range(len(marks) - 1)]}\n")
 
 
 def _drain_prefect_workers() -> None:

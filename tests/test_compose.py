@@ -75,7 +75,8 @@ async def test_the_sub_agent_runs_nested_in_the_tool_calls_task_run(session_id):
     nested = await flow_run_named(f"agent-{session_id}.0.0")
     assert nested.parameters["session_id"] == f"{session_id}.0.0", "the session derives from the call's position"
     assert nested.state is not None and nested.state.is_completed()
-    (tool_run,) = [run for run in await task_runs(result.flow_run_id, 3) if run.name == "tool-0-reviewer"]
+    runs = await task_runs(result.flow_run_id, 3, including=("tool-0-reviewer",))
+    (tool_run,) = [run for run in runs if run.name == "tool-0-reviewer"]
     assert nested.parent_task_run_id is not None
     tracking = await task_run(nested.parent_task_run_id)
     # Prefect nests a flow run called inside a task run under a task run of the calling flow

@@ -398,6 +398,7 @@ def test_ctrl_c_says_how_to_go_on_and_the_session_goes_on_without_its_prompt(tmp
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},  # as installed
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and listed().get(session_id, {}).get("state") != "running":

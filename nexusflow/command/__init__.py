@@ -6,8 +6,10 @@ when that command runs, so ``nexusflow --help`` answers at once."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 from cyclopts import App, CycloptsError, Parameter
@@ -34,6 +36,7 @@ app = App(
     version=_version,
     # No --no-X / --empty-X twins: every flag means what it names.
     default_parameter=Parameter(negative=()),
+    suppress_keyboard_interrupt=False,  # main() says how Ctrl-C ends, not cyclopts
 )
 _COMMANDS = "nexusflow.command.commands"
 # The help given here is what ``nexusflow --help`` lists without importing the command;
@@ -90,6 +93,21 @@ def _one_line(error: CycloptsError) -> str:
     return " ".join(str(error).split())
 
 
+def _leave_busy_threads() -> None:
+    """After Ctrl-C, exit without waiting for a sync tool still running in a worker thread.
+
+    Python cannot stop such a thread, and the interpreter would wait for it at exit for as long
+    as the tool takes. The exit hooks still run (Prefect sends its last logs and events); the
+    session goes on from its last finished step, where the tool runs again."""
+    busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not busy:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(EXIT_INTERRUPTED)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         status = app(argv, print_error=False, exit_on_error=False, result_action="return_value")
@@ -102,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nexusflow: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
+        _leave_busy_threads()
         return EXIT_INTERRUPTED  # what a shell reports for SIGINT; the run said how to go on
     except (UsageError, ArgumentError) as exc:  # a bad flag, or a bad NEXUSFLOW_* setting
         print(f"nexusflow: {exc}", file=sys.stderr)

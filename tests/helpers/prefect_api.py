@@ -19,7 +19,13 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.objects import FlowRun, TaskRun
 
 
-async def task_runs(flow_run_id: str, expected: int, timeout: float = 60) -> list[TaskRun]:
+async def task_runs(
+    flow_run_id: str, expected: int, timeout: float = 60, including: tuple[str, ...] = ()
+) -> list[TaskRun]:
+    """Wait until `expected` task runs, and those named in `including`, are final.
+
+    Prefect writes task runs from events, so a count alone can be met by other runs first.
+    """
     deadline = time.monotonic() + timeout
     async with get_client() as client:
         while True:
@@ -27,7 +33,8 @@ async def task_runs(flow_run_id: str, expected: int, timeout: float = 60) -> lis
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(flow_run_id)]))
             )
             done = [run for run in runs if run.state is not None and run.state.is_final()]
-            if len(done) >= expected or time.monotonic() > deadline:
+            named = {run.name for run in done}
+            if (len(done) >= expected and named.issuperset(including)) or time.monotonic() > deadline:
                 return sorted(runs, key=lambda run: (run.expected_start_time or run.created, run.name))
             await anyio.sleep(0.5)
 
