@@ -202,10 +202,47 @@ class ModelRequest(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens a turn cost; zero where the model reports none (a one-shot CLI)."""
+    """What a turn (or, summed, a run) cost, as the model or CLI reported it.
 
-    input_tokens: int = Field(default=0, validation_alias=AliasChoices("input_tokens", "prompt_tokens"))
-    output_tokens: int = Field(default=0, validation_alias=AliasChoices("output_tokens", "completion_tokens"))
+    A figure nobody reported is ``None``, never 0: a CLI that states no cost has not
+    said the turn was free. Added together, a figure is the sum of the turns that reported
+    it, and ``None`` only when none did."""
+
+    input_tokens: int | None = Field(default=None, validation_alias=AliasChoices("input_tokens", "prompt_tokens"))
+    output_tokens: int | None = Field(default=None, validation_alias=AliasChoices("output_tokens", "completion_tokens"))
+    cache_read_tokens: int | None = Field(default=None, description="Input tokens read from the provider's cache.")
+    cache_write_tokens: int | None = Field(default=None, description="Input tokens written to the provider's cache.")
+    cost_usd: float | None = Field(
+        default=None, description="The cost in US dollars, where the CLI or agent states one."
+    )
+    model: str | None = Field(default=None, description="The model that answered, where it is reported.")
+
+    @property
+    def reported(self) -> bool:
+        """Whether any token figure was reported."""
+        return self.input_tokens is not None or self.output_tokens is not None
+
+    def __add__(self, other: Usage) -> Usage:
+        def add(a: Any, b: Any) -> Any:
+            return b if a is None else a if b is None else a + b
+
+        return Usage(
+            input_tokens=add(self.input_tokens, other.input_tokens),
+            output_tokens=add(self.output_tokens, other.output_tokens),
+            cache_read_tokens=add(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens=add(self.cache_write_tokens, other.cache_write_tokens),
+            cost_usd=add(self.cost_usd, other.cost_usd),
+            model=self.model if self.model == other.model or other.model is None else other.model,
+        )
+
+    def shown(self) -> str:
+        """One line for a log or a table; an unreported figure shows as ``?``."""
+
+        def figure(value: int | None) -> str:
+            return "?" if value is None else str(value)
+
+        cost = "?" if self.cost_usd is None else f"{self.cost_usd:.6f}".rstrip("0").rstrip(".")
+        return f"tokens {figure(self.input_tokens)} in / {figure(self.output_tokens)} out · cost ${cost}"
 
 
 class TurnStats(BaseModel):
@@ -292,8 +329,17 @@ class RunMetrics(BaseModel):
     model_seconds: float = 0.0
     turn_seconds: list[float] = Field(default_factory=list, description="Each turn's model time; 0 when replayed.")
     tool_seconds: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    usage: Usage = Field(
+        default_factory=Usage, description="What the turns run this time cost, summed from what each reported."
+    )
+    replayed_usage: Usage = Field(
+        default_factory=Usage, description="What the replayed turns cost when they first ran: not spent again."
+    )
+    turns_without_usage: int = Field(default=0, description="Turns run this time that reported no token figure.")
+    turns_without_cost: int = Field(default=0, description="Turns run this time that stated no cost.")
+    models: list[str] = Field(
+        default_factory=list, description="The models that answered, in the order they first did."
+    )
     launches: int = 0
     repairs: int = 0
     model_retries: int = Field(default=0, description="Turn attempts retried after a TransientError (model_retries).")
@@ -304,6 +350,18 @@ class RunMetrics(BaseModel):
     output_repairs: int = Field(
         default=0, description="Final answers sent back for not matching the output type (replayed ones too)."
     )
+
+    @property
+    def input_tokens(self) -> int | None:
+        return self.usage.input_tokens
+
+    @property
+    def output_tokens(self) -> int | None:
+        return self.usage.output_tokens
+
+    @property
+    def cost_usd(self) -> float | None:
+        return self.usage.cost_usd
 
 
 OutputT = TypeVar("OutputT", default=Any)

@@ -33,13 +33,43 @@ class FakeCli:
 
 
 def styled(style: str, text: str) -> dict[str, Any]:
-    """A reply carrying ``text`` the way the style's CLI prints its answer."""
+    """A reply carrying ``text`` the way the style's CLI prints its answer, with the usage
+    it reports (10 tokens in, 5 out; claude and opencode state a cost), in the shapes the
+    pinned CLIs printed against the scripted model server."""
     if style == "claude":
-        return {"stdout": json.dumps({"type": "result", "is_error": False, "result": text})}
+        result = {"type": "result", "is_error": False, "result": text, "total_cost_usd": 0.000175}
+        usage = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 2, "cache_creation_input_tokens": 0}
+        model_usage = {"claude-sonnet-4-5": {"inputTokens": 10, "outputTokens": 5, "costUSD": 0.000175}}
+        return {"stdout": json.dumps(result | {"usage": usage, "modelUsage": model_usage})}
     if style == "gemini":
-        return {"stdout": json.dumps({"response": text, "stats": {}})}
+        tokens = {"input": 10, "prompt": 10, "candidates": 5, "total": 15, "cached": 0, "thoughts": 0, "tool": 0}
+        return {"stdout": json.dumps({"response": text, "stats": {"models": {"gemini-2.5-pro": {"tokens": tokens}}}})}
     if style == "codex":
-        return {"out": text, "stdout": "codex transcript line\n"}
+        usage = {"input_tokens": 10, "cached_input_tokens": 0, "output_tokens": 5, "reasoning_output_tokens": 0}
+        events = [{"type": "thread.started", "thread_id": "t"}, {"type": "turn.completed", "usage": usage}]
+        return {"out": text, "stdout": "".join(json.dumps(event) + "\n" for event in events)}
+    if style == "copilot":
+        message = {"messageId": "m", "model": "claude-sonnet-4.5", "content": text, "toolRequests": []}
+        events = [
+            {"type": "assistant.message", "data": message},
+            {"type": "result", "exitCode": 0, "usage": {"premiumRequests": 1}},
+        ]
+        return {"stdout": "".join(json.dumps(event) + "\n" for event in events)}
+    if style == "opencode":
+        tokens = {"total": 15, "input": 10, "output": 5, "reasoning": 0, "cache": {"write": 0, "read": 0}}
+        events = [
+            {"type": "step_start", "part": {"type": "step-start"}},
+            {"type": "text", "part": {"type": "text", "text": text}},
+            {
+                "type": "step_finish",
+                "part": {"type": "step-finish", "reason": "stop", "tokens": tokens, "cost": 0.0002},
+            },
+        ]
+        return {"stdout": "".join(json.dumps(event) + "\n" for event in events)}
+    if style == "goose":
+        said = {"role": "assistant", "content": [{"type": "text", "text": text}], "metadata": {}}
+        figures = {"total_tokens": 15, "input_tokens": 10, "output_tokens": 5, "status": "completed"}
+        return {"stdout": json.dumps({"messages": [said], "metadata": figures}, indent=2)}
     return {"stdout": text + "\n"}
 
 

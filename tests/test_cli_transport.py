@@ -231,7 +231,7 @@ async def test_non_utf8_output_is_a_clear_error(fake):
 
 
 async def test_goose_error_markers_fail_although_the_exit_status_is_0(fake):
-    fake.script({"stdout": "Ran into this error: Request failed with status 400.\n", "exit": 0})
+    fake.script(styled("goose", "Ran into this error: Request failed with status 400.") | {"exit": 0})
     with pytest.raises(CliError, match="^cli: the CLI reported an error: Ran into this error: Request failed"):
         await transport(builtin_style(CliStyles.GOOSE)).generate(request())
 
@@ -339,7 +339,7 @@ def test_load_cli_style_from_path_json_and_dict(tmp_path):
 
 async def test_a_declared_answer_with_tool_calls_runs_the_calls(fake, session_id):
     drift = {"kind": "answer", "content": "I am done", "tool_calls": [{"name": "add", "arguments": '{"a": 2, "b": 3}'}]}
-    fake.script({"stdout": json.dumps(drift)}, {"stdout": envelope_answer("five")})
+    fake.script(styled("copilot", json.dumps(drift)), styled("copilot", envelope_answer("five")))
     client = create_cli_client(style=CliStyles.COPILOT, command=fake.command, transport=Transport.CLI)
     async with await Toolkit.load(tools=[add]) as toolkit:
         result = await client.run("add", toolkit, session_id=session_id)
@@ -350,9 +350,9 @@ async def test_a_declared_answer_with_tool_calls_runs_the_calls(fake, session_id
 
 async def test_a_malformed_envelope_is_repaired_with_its_complaint(fake, session_id):
     fake.script(
-        {"stdout": '{"tool_calls": {"name": "add"}}'},
-        {"stdout": envelope_calls({"name": "add", "arguments": {"a": 1, "b": 1}})},
-        {"stdout": "The sum is 2."},
+        styled("opencode", '{"tool_calls": {"name": "add"}}'),
+        styled("opencode", envelope_calls({"name": "add", "arguments": {"a": 1, "b": 1}})),
+        styled("opencode", "The sum is 2."),
     )
     client = create_cli_client(style=CliStyles.OPENCODE, command=fake.command, transport=Transport.CLI)
     async with await Toolkit.load(tools=[add]) as toolkit:
@@ -370,7 +370,7 @@ async def test_a_malformed_envelope_is_repaired_with_its_complaint(fake, session
 
 
 async def test_a_model_that_never_complies_fails_after_one_plus_budget_launches(fake, session_id):
-    bad = {"stdout": '{"tool_calls": [{"name": "nope", "arguments": {}}]}'}
+    bad = styled("goose", '{"tool_calls": [{"name": "nope", "arguments": {}}]}')
     fake.script(*[bad] * 10)
     client = create_cli_client(style=CliStyles.GOOSE, command=fake.command, transport=Transport.CLI, repair_budget=3)
     async with await Toolkit.load(tools=[add]) as toolkit:
@@ -410,7 +410,9 @@ async def test_three_turns_through_prefect_with_streaming(fake, session_id):
     result = events[-1].result
     assert result.status == "completed" and result.text == "3, 7 and 11"
     assert result.metrics.launches == 3 and result.metrics.repairs == 0
-    assert result.metrics.input_tokens == 0 and result.metrics.output_tokens == 0
+    usage = result.metrics.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (30, 15, 6), "three turns' sums"
+    assert usage.cost_usd == pytest.approx(3 * 0.000175) and result.metrics.models == ["claude-sonnet-4-5"]
     last_request = json.loads(fake.calls()[-1]["stdin"].split(REQUEST_MARKER, 1)[1])
     assert [m.get("tool_call_id") for m in last_request["messages"] if m["role"] == "tool"] == ["c1", "c2", "c3"]
     runs = await task_runs(result.flow_run_id, expected=6)

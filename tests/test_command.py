@@ -215,8 +215,8 @@ def test_the_summary_counts_tool_errors_in_the_singular_too(asking, session_id):
     done = nexusflow("run", 'call add {"a": 1}', "--tools", f"{asking}:add", "--session", session_id)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (
-        f"completed — 2 turns, 1 tool call, 1 tool error (0 turns and 0 tool calls replayed), session {session_id}"
-        in (done.stderr)
+        "completed — 2 turns, 1 tool call, 1 tool error (0 turns and 0 tool calls replayed),"
+        f" tokens ? in / ? out · cost $?, session {session_id}" in (done.stderr)
     )
     single = nexusflow("run", "hello", "--session", f"{session_id}-2")
     assert "completed — 1 turn, 0 tool calls (" in single.stderr

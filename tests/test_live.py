@@ -63,7 +63,7 @@ def test_styles_verify_passes_for_each_installed_cli(style):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=os.environ.copy())
     report = [line for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert len(report) == 5 and all(line.startswith("PASS") for line in report), done.stdout
+    assert len(report) == 6 and all(line.startswith("PASS") for line in report), done.stdout
 
 
 def test_styles_verify_fails_precisely_for_a_binary_that_is_not_the_cli():

@@ -189,7 +189,7 @@ def _report(result: RunResult, output: OutputSpec | None) -> int:
     replayed = f"{_count(metrics.replayed_turns, 'turn')} and {_count(metrics.replayed_tool_calls, 'tool call')}"
     print(
         f"nexusflow: {result.status} — {_count(metrics.turns, 'turn')}, {_count(metrics.tool_calls, 'tool call')}"
-        f"{errors} ({replayed} replayed), session {result.session_id}",
+        f"{errors} ({replayed} replayed), {metrics.usage.shown()}, session {result.session_id}",
         file=sys.stderr,
     )
     if result.error:

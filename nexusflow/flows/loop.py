@@ -73,18 +73,23 @@ def _count_turn(metrics: RunMetrics, record: TurnRecord, replayed: bool) -> None
     reply = record.reply
     stats = reply.stats
     metrics.turns += 1
-    metrics.input_tokens += reply.usage.input_tokens
-    metrics.output_tokens += reply.usage.output_tokens
     metrics.tool_calls += stats.tool_calls
     metrics.tool_errors += stats.tool_errors
     metrics.suspensions += stats.suspensions
     if stats.stop_reason is not None:
         metrics.stop_reasons.append(stats.stop_reason)
+    usage = reply.usage
+    if usage.model is not None and usage.model not in metrics.models:
+        metrics.models.append(usage.model)
     if replayed:
+        metrics.replayed_usage += usage
         metrics.replayed_turns += 1
         metrics.replayed_tool_calls += stats.tool_calls
         metrics.turn_seconds.append(0.0)
         return
+    metrics.usage += usage
+    metrics.turns_without_usage += not usage.reported
+    metrics.turns_without_cost += usage.cost_usd is None
     metrics.replayed_tool_calls += stats.replayed_tool_calls
     metrics.tool_seconds += stats.tool_seconds
     metrics.model_seconds += record.seconds

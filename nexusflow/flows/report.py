@@ -33,6 +33,10 @@ def transcript(messages: list[Message]) -> str:
     return "\n\n---\n\n".join(lines)
 
 
+def _figure(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
 def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
@@ -41,7 +45,7 @@ def summary(result: RunResult, entries: list[StepEntry]) -> str:
     """The step table (in the order steps started), then the run's metrics."""
     rows = [
         f"| {number} | {entry.kind} | {_cell(entry.name)} | {_cell(entry.status)} | {entry.seconds:.2f} | "
-        f"{'yes' if entry.replayed else 'no'} |"
+        f"{'yes' if entry.replayed else 'no'} | {_cell(entry.usage.shown()) if entry.usage is not None else ''} |"
         for number, entry in enumerate(entries, 1)
     ]
     metrics = result.metrics
@@ -58,8 +62,14 @@ def summary(result: RunResult, entries: list[StepEntry]) -> str:
         ("launches", metrics.launches),
         ("model retries", metrics.model_retries),
         ("output repairs", metrics.output_repairs),
-        ("input tokens", metrics.input_tokens),
-        ("output tokens", metrics.output_tokens),
+        ("usage", metrics.usage.shown()),
+        (
+            "cache read / write tokens",
+            f"{_figure(metrics.usage.cache_read_tokens)} / {_figure(metrics.usage.cache_write_tokens)}",
+        ),
+        ("turns that reported no tokens / no cost", f"{metrics.turns_without_usage} / {metrics.turns_without_cost}"),
+        ("replayed usage (not spent again)", metrics.replayed_usage.shown()),
+        ("models", ", ".join(metrics.models) or "?"),
     ]
     if result.error:
         figures.append(("error", result.error))
@@ -69,8 +79,8 @@ def summary(result: RunResult, entries: list[StepEntry]) -> str:
         [
             f"### Steps of session `{_cell(result.session_id)}`",
             "",
-            "| # | kind | step | status | seconds | replayed |",
-            "|---|---|---|---|---|---|",
+            "| # | kind | step | status | seconds | replayed | usage |",
+            "|---|---|---|---|---|---|---|",
             *rows,
             "",
             "### Metrics",

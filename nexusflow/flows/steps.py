@@ -15,7 +15,7 @@ from prefect.results import ResultStore
 from prefect.utilities.annotations import quote
 
 from .._runtime import LiveRun, bound
-from ..messages import Answer, ModelRequest, Request, ToolCall, ToolResult
+from ..messages import Answer, ModelRequest, Request, ToolCall, ToolResult, Usage
 from ..suspension import Suspended, outcome_text
 from ..task_config import StepOptions, TaskConfig
 from ..tasks import (
@@ -48,6 +48,8 @@ class StepEntry:
     """The task run's state name: Completed, Cached (a replay), ToolError, AwaitingAnswer, ..."""
     seconds: float
     replayed: bool
+    usage: Usage | None = None
+    """A turn's usage as reported (when it first ran, for a replayed turn)."""
 
 
 class Steps:
@@ -96,10 +98,13 @@ class Steps:
     def entries(self) -> list[StepEntry]:
         return [entry for _, entry in sorted(self._rows, key=lambda row: row[0])]
 
-    def _record(self, order: int, kind: StepKind, name: str, status: str | None, seconds: float) -> bool:
+    def _record(
+        self, order: int, kind: StepKind, name: str, status: str | None, seconds: float, usage: Usage | None = None
+    ) -> bool:
         """Add the step's row, at the place its start took; whether it was replayed."""
         replayed = status == "Cached"
-        self._rows.append((order, StepEntry(kind, name, status or "Completed", 0.0 if replayed else seconds, replayed)))
+        entry = StepEntry(kind, name, status or "Completed", 0.0 if replayed else seconds, replayed, usage)
+        self._rows.append((order, entry))
         return replayed
 
     async def turn(self, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
@@ -113,7 +118,7 @@ class Steps:
         assert self.model is not None, "the transport is open before the first turn"
         state = await task(self.session_id, step, key, quote(request), quote(self.model), return_state=True)
         record = TurnRecord.model_validate(await state.aresult())
-        replayed = self._record(order, "turn", f"turn-{step}", state.name, record.seconds)
+        replayed = self._record(order, "turn", f"turn-{step}", state.name, record.seconds, record.reply.usage)
         check_stored(f"turn-{step}", key, replayed)
         for index, call in enumerate(record.reply.tool_calls):
             self.label(step, index, call)

@@ -177,8 +177,8 @@ def _log_decision(record: TurnRecord) -> None:
         parts.append("answer: " + shown(reply.content or ""))
     retries = f" · retries {reply.stats.model_retries}" if reply.stats.model_retries else ""
     parts.append(
-        f"seconds {record.seconds:.2f} · tokens {reply.usage.input_tokens} in / {reply.usage.output_tokens} out"
-        f" · launches {reply.stats.launches}{retries}"
+        f"seconds {record.seconds:.2f} · {reply.usage.shown()}"
+        f"{f' · model {reply.usage.model}' if reply.usage.model else ''} · launches {reply.stats.launches}{retries}"
     )
     get_run_logger().info("%s", " · ".join(parts))
 

@@ -19,6 +19,7 @@ from ..cli_client import create_cli_client
 from ..messages import RunResult
 from ..toolkit import Toolkit, tool
 from ..transports.choice import Transport
+from ..transports.oneshot.reports import TOKENLESS
 from ..transports.oneshot.style import CliStyle, CliStyles, builtin_style
 from .server import Recorded, ScriptedModelServer, ScriptedReply, tool_names
 
@@ -131,6 +132,7 @@ async def verify_one_shot(
         else (f"status {result.status}, tool calls {log.calls}, text {result.text!r}, error {result.error!r}")
     )
     checks.append(Check("one-shot tool call round trip", ok, detail, seconds))
+    checks.append(_usage_check(chosen, result))
     if turns:
         models = _turn_models(turns)
         checks.append(Check("model reaches the server", models == {SERVER_MODEL}, f"server saw {sorted(models)}"))
@@ -155,6 +157,18 @@ async def verify_one_shot(
     )
     checks.append(Check("a model error fails the run, with the model's message", surfaced, outcome))
     return checks
+
+
+def _usage_check(style: CliStyle, result: RunResult) -> Check:
+    """The usage the CLI printed reached the run's metrics; a CLI that prints none leaves
+    it unknown. The scripted server reports 10 tokens in and 5 out for each request."""
+    usage = result.metrics.usage
+    said = f"{usage.shown()}, models {result.metrics.models or '?'}"
+    if style.report is None or style.report in TOKENLESS:
+        return Check("usage read", not usage.reported, f"the CLI reports no tokens: {said}")
+    turns = result.metrics.turns
+    ok = (usage.input_tokens or 0) >= 10 * turns and (usage.output_tokens or 0) >= 5 * turns and turns > 0
+    return Check("usage read", ok, said)
 
 
 async def verify_acp(

@@ -96,6 +96,11 @@ class Turn:
     seen: dict[str, int] = field(default_factory=dict)
     suspended: Suspended | None = None
     stop: anyio.Event = field(default_factory=anyio.Event)
+    cost_before: float = 0.0
+    """The session's cumulative cost (USD) when the turn began."""
+    costs: list[float] = field(default_factory=list)
+    """The session's cumulative cost as each ``usage_update`` of the turn stated it."""
+    model: str | None = None
 
     def position(self, name: str, arguments: dict[str, Any]) -> tuple[int, str]:
         """The n-th call with this name and these arguments in the turn, and an id made
@@ -111,16 +116,27 @@ class Turn:
         stop_reason = stop if isinstance(stop, str) else None
         if stop_reason not in KNOWN_STOP_REASONS:
             logger.info("acp: the turn ended with an unknown stop reason %r", stop)
-        usage = as_object(reply.get("usage"))
         self.stats.stop_reason = stop_reason
         self.stats.streamed = True
-        return ModelReply(
-            content="".join(self.text),
-            usage=Usage(
-                input_tokens=int(usage.get("inputTokens") or 0), output_tokens=int(usage.get("outputTokens") or 0)
-            ),
-            stats=self.stats,
-            steps=self.steps,
+        return ModelReply(content="".join(self.text), usage=self.usage(reply), stats=self.stats, steps=self.steps)
+
+    def usage(self, reply: dict[str, Any]) -> Usage:
+        """The turn's tokens from the prompt response's ``usage`` (absent figures unknown);
+        its cost from the session's cumulative cost, before the turn and at its end."""
+        figures = as_object(reply.get("usage"))
+
+        def count(name: str) -> int | None:
+            value = figures.get(name)
+            return value if isinstance(value, int) and value >= 0 else None
+
+        cost = max(self.costs[-1] - self.cost_before, 0.0) if self.costs else None
+        return Usage(
+            input_tokens=count("inputTokens"),
+            output_tokens=count("outputTokens"),
+            cache_read_tokens=count("cachedReadTokens"),
+            cache_write_tokens=count("cachedWriteTokens"),
+            cost_usd=cost,
+            model=self.model,
         )
 
 
@@ -137,13 +153,15 @@ class Turns:
         self._updates = updates
         """Every update of the session: the quiet period watches it grow."""
         self._has_prompted = False
+        self._cost = 0.0
+        """The session's cumulative cost after the last turn that stated one."""
 
     async def generate(
         self, connection: Connection, group: TaskGroup, session: Session, request: ModelRequest, scope: TurnScope | None
     ) -> ModelReply:
         seeding, first = session.seed, not self._has_prompted
         text = prompt_text(request.messages, whole=seeding or first) + output_instruction(request)
-        turn = self.current = Turn(scope=scope or TurnScope(step=0))
+        turn = self.current = Turn(scope=scope or TurnScope(step=0), cost_before=self._cost)
         self._has_prompted = True
         done = anyio.Event()
         outcome: dict[str, Any] = {}
@@ -193,7 +211,10 @@ class Turns:
             raise failure
         await self._await_quiet()
         self.current = None
-        return turn.reply(outcome.get("reply"))
+        reply = turn.reply(outcome.get("reply"))
+        if turn.costs:
+            self._cost = turn.costs[-1]
+        return reply
 
     async def _await_quiet(self) -> None:
         """Let updates the agent sent just after its response join the turn."""

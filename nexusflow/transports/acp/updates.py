@@ -57,6 +57,20 @@ class Updates:
             call_id = update.get("toolCallId")
             if isinstance(call_id, str):
                 self.announced[call_id] = {**self.announced.get(call_id, {}), **update}
+        elif kind == "usage_update" and turn is not None:
+            _count_cost(turn, update)
         elif kind not in KNOWN_UPDATES:
             self.unknown_updates.append(str(kind))
             logger.info("acp: ignoring an update of unknown kind %r", kind)
+
+
+def _count_cost(turn: Turn, update: dict[str, Any]) -> None:
+    """A ``usage_update`` states the session's cumulative cost; claude's adapter names the
+    model in ``_meta`` (``_claude/model``), read only as a name."""
+    cost = as_object(update.get("cost"))
+    amount = cost.get("amount")
+    if cost.get("currency") == "USD" and isinstance(amount, int | float) and not isinstance(amount, bool):
+        turn.costs.append(float(amount))
+    for key, value in as_object(update.get("_meta")).items():
+        if key.endswith("/model") and isinstance(value, str) and value:
+            turn.model = value

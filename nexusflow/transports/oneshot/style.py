@@ -26,6 +26,7 @@ from ...errors import (
     style_mode_lacks_placeholder,
     style_unknown_placeholder,
 )
+from .reports import ReportName
 
 PLACEHOLDERS = ("prompt", "file", "out", "model")
 _PLACEHOLDER = re.compile(r"\{\{([^{}]*)\}\}")
@@ -89,6 +90,11 @@ class CliStyle(BaseModel):
     )
     answer_field: str | None = Field(
         default=None, description="The answer is this dotted field of a JSON output, e.g. 'result'."
+    )
+    report: ReportName | None = Field(
+        default=None,
+        description="The built-in reader of the CLI's JSON output (a CLI's name) that reads the usage it reports,"
+        " and the answer where the output is a stream of events; None: no usage is read.",
     )
     tools_off: str = Field(default="", description="How the CLI's own tools are switched off for a one-shot turn.")
     tools_left: list[str] = Field(

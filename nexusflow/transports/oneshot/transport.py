@@ -31,11 +31,12 @@ from ...errors import (
     cli_style_wrong_type,
     cli_takes_no_model,
 )
-from ...messages import ModelReply, ModelRequest, TurnStats
+from ...messages import ModelReply, ModelRequest, TurnStats, Usage
 from ..base import TurnScope
 from ..retry_on import retry_matches
 from .envelope import parse_reply, render
 from .process import MAX_OUTPUT, Finished, run_cli
+from .reports import ANSWERS, READERS, Reported, refuse
 from .style import CliStyle, CliStyles, builtin_style, custom_style
 
 ARG_LIMIT = 128 * 1024
@@ -98,20 +99,23 @@ class CliTransport:
         tools = {spec.name for spec in request.tools}
         complaint: str | None = None
         attempts = 1 + self.config.repair_budget
+        usage = Usage()
         for attempt in range(attempts):
             try:
-                answer = await self._launch(render(request, complaint))
+                answer, used = await self._launch(render(request, complaint))
             except CliError as exc:
                 if retry_matches(self.config.retry_on, str(exc)):
                     raise CliTransientError(str(exc), launches=attempt + 1) from exc
                 raise
+            usage += used  # a repair is paid for too
             parsed = parse_reply(answer, tools, request.messages)
             if isinstance(parsed, ModelReply):
-                return parsed.model_copy(update={"stats": TurnStats(launches=attempt + 1, repairs=attempt)})
+                stats = TurnStats(launches=attempt + 1, repairs=attempt)
+                return parsed.model_copy(update={"stats": stats, "usage": usage})
             complaint = parsed.message
         raise cli_malformed_reply(attempts, complaint)
 
-    async def _launch(self, prompt: str) -> str:
+    async def _launch(self, prompt: str) -> tuple[str, Usage]:
         config = self.config
         style = config.style
         env = self._environment()
@@ -150,27 +154,37 @@ class CliTransport:
                 pass
         return stdout
 
-    def _answer(self, finished: Finished, answer_file: Path) -> str:
+    def _answer(self, finished: Finished, answer_file: Path) -> tuple[str, Usage]:
         style = self.config.style
         stdout = _decode(finished.stdout, "the output")
         stderr = finished.stderr.decode("utf-8", errors="replace")
+        reported = READERS[style.report](stdout, stderr) if style.report is not None else Reported(Usage())
         if finished.code != 0:
-            raise cli_exit(finished.code, stderr if stderr.strip() else self._said(stdout))
+            said = reported.error or (stderr if stderr.strip() else self._said(stdout))
+            raise cli_exit(finished.code, said)
+        answering = style.report in ANSWERS
         for marker in style.error_markers:
-            for stream in (stdout, stderr):
+            for stream in (reported.text or "", stderr) if answering else (stdout, stderr):
                 if marker in stream:
                     raise cli_reported_error(stream[stream.index(marker) :])
-        if style.answer == "file":
+        if reported.error is not None and not (reported.text or "").strip():
+            raise cli_reported_error(reported.error)
+        if answering:
+            if reported.text is None:
+                refuse(ANSWERS[str(style.report)], stdout)
+            text = reported.text
+        elif style.answer == "file":
             if not answer_file.exists():
                 raise cli_no_output_file()
             text = _decode(answer_file.read_bytes(), "the output file")
         else:
             text = stdout
+        usage = reported.usage
         if style.answer_field and text.strip():
             text = _field(text, style.answer_field)
         if not text.strip():
             raise cli_empty_reply()
-        return text
+        return text, usage
 
 
 def resolve_style(style: CliStyles | CliStyle, fields: dict[str, Any], model: str | None) -> CliStyle:
