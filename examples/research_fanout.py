@@ -7,7 +7,7 @@ subflows side by side (at most four running at a time) and the synthesiser's aft
 
 The switch is one line in ``research``:
 
-    client = create_cli_client(CliStyles.CLAUDE, "claude") if REAL else create_in_process_client(scripted())
+    client = create_cli_client(CliStyles.CLAUDE, "claude") if REAL else create_in_process_client(scripted)
 
 With a ``session_id`` the batch resumes: run it again after a crash and the finished
 topics replay without a model call. A topic that fails is a failed result; the others go on.
@@ -19,7 +19,6 @@ import anyio
 from prefect import flow
 
 from nexusflow import CliStyles, ModelRequest, create_cli_client, create_in_process_client
-from nexusflow.testing import ScriptedModel
 
 REAL = "--real" in sys.argv
 
@@ -47,14 +46,16 @@ def synthesis(request: ModelRequest) -> str:
     return f"Synthesis of {len(findings)} findings, first: {findings[0]}"
 
 
-def scripted() -> ScriptedModel:
-    """Answers the ten research prompts (in whatever order they arrive), then the synthesis."""
-    return ScriptedModel([finding] * len(TOPICS) + [synthesis])
+def scripted(request: ModelRequest) -> str:
+    """Answers a research prompt with its finding and the synthesis prompt with the
+    synthesis, whichever run asks (a ``ScriptedModel`` plays one reply per turn of a run)."""
+    prompt = request.messages[-1].content or ""
+    return synthesis(request) if prompt.startswith("Write a synthesis") else finding(request)
 
 
 @flow(name="research")
 async def research(topics: list[str]) -> str:
-    client = create_cli_client(CliStyles.CLAUDE, "claude") if REAL else create_in_process_client(scripted())
+    client = create_cli_client(CliStyles.CLAUDE, "claude") if REAL else create_in_process_client(scripted)
     prompts = [f"In one sentence, what matters most about {topic}?" for topic in topics]
     results = await client.map(prompts, max_concurrency=4)
     findings = [result.text if result.status == "completed" else f"(failed: {result.error})" for result in results]

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from ._checks import check_session_id
 from ._lease import Heartbeat, lock_name
 from ._locks import STALE_AFTER, delete, held
+from ._server import use_server
 from ._storage import ROOT, read_record, session_prefix, step_storage
 from ._storage_tree import children, delete_record, delete_tree
 from .errors import SessionLiveError, argument_wrong, sessions_bad_duration, sessions_bad_state
@@ -124,6 +125,7 @@ async def list_sessions(*, state: Iterable[str] = (), older_than: timedelta | No
     wanted = states(state) or set(STATES)
     if older_than is not None and not isinstance(older_than, timedelta):
         raise argument_wrong("list_sessions", "older_than", "a timedelta or None", older_than)
+    use_server()
     storage = await step_storage()
     names = await children(storage, f"{ROOT}/sessions")
     found: dict[str, SessionInfo] = {}
@@ -149,6 +151,7 @@ async def forget_session(session_id: str) -> list[Forgotten]:
     the id, and a crashed holder's lock left on the server. A session that runs is refused
     (``SessionLiveError``), and then nothing is deleted."""
     check_session_id(session_id, "forget_session")
+    use_server()
     storage = await step_storage()
     names = [name for name in await children(storage, f"{ROOT}/sessions") if _within(name, session_id)]
     infos = [info for info in [await _info(name) for name in names] if info is not None]

@@ -114,6 +114,19 @@ def prefect_server() -> Iterator[str]:
         shutil.rmtree(_HOME, ignore_errors=True)
 
 
+@pytest.fixture
+def own_events_worker() -> Iterator[None]:
+    """For a test that points this process at another API (a proxy): Prefect keeps one
+    events worker per process, bound to the API of the moment it started, so one started
+    for the proxy would send every later test's events to the stopped proxy. Stopped (and
+    so made again) before and after the test."""
+    from prefect.events.worker import EventsWorker
+
+    EventsWorker.drain_all(timeout=10)
+    yield
+    EventsWorker.drain_all(timeout=10)
+
+
 def _drain_prefect_workers() -> None:
     """Send the logs and events still queued in this process while the server is up;
     otherwise Prefect's exit hook sends them to a stopped server and prints an error. At

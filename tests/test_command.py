@@ -153,7 +153,9 @@ def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(askin
     assert pending.returncode == 3, pending.stderr[-3000:]
     assert pending.stdout == ""
     script = tmp_path / "final.json"
-    script.write_text(json.dumps(['```json\n{"title": "deployed web", "severity": 1}\n```']))
+    # One reply per turn: turn 0 (the call) is replayed, turn 1 writes the answer.
+    deploy = {"tool_calls": [{"name": "deploy", "arguments": {"service": "web"}}]}
+    script.write_text(json.dumps([deploy, '```json\n{"title": "deployed web", "severity": 1}\n```']))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     answered = nexusflow("run", "--session", session_id, "--answer", "approve", "--script", str(script), cwd=elsewhere)

@@ -68,20 +68,12 @@ def related(event: Event) -> dict[str, str]:
 
 @pytest.mark.slow
 async def test_a_run_that_waits_then_completes_emits_each_event_once(session_id):
-    model = ScriptedModel(
-        [
-            {
-                "tool_calls": [
-                    {"name": "lookup", "arguments": {"city": "Atlantis"}},
-                    {"name": "launch", "arguments": {"rocket": "R1"}},
-                ]
-            }
-        ]
-    )
+    calls = [{"name": "lookup", "arguments": {"city": "Atlantis"}}, {"name": "launch", "arguments": {"rocket": "R1"}}]
+    script = [{"tool_calls": calls}, "done"]  # a reply per turn: the resumed run asks for turn 1
     async with await Toolkit.load(tools=[lookup, launch]) as toolkit:
-        first = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+        first = await create_in_process_client(ScriptedModel(script)).run("go", toolkit, session_id=session_id)
         assert first.status == "pending", first.error
-        resumed = await create_in_process_client(ScriptedModel(["done"])).resume(
+        resumed = await create_in_process_client(ScriptedModel(script)).resume(
             session_id, Answer(id=first.request.id, ok=True), toolkit
         )
     assert resumed.status == "completed", resumed.error
@@ -135,11 +127,11 @@ async def test_an_approved_call_that_fails_emits_one_tool_failed_and_its_replay_
         first = await create_in_process_client(ScriptedModel([call])).run("go", toolkit, session_id=session_id)
         assert first.status == "pending", first.error
         # No reply for the turn after the approved call failed: the run fails, and a third replays it.
-        approved = await create_in_process_client(ScriptedModel([])).resume(
+        approved = await create_in_process_client(ScriptedModel([call])).resume(
             session_id, Answer(id=first.request.id, ok=True), toolkit
         )
         assert approved.status == "failed"
-        replay = await create_in_process_client(ScriptedModel(["done"])).run("go", toolkit, session_id=session_id)
+        replay = await create_in_process_client(ScriptedModel([call, "done"])).run("go", toolkit, session_id=session_id)
     assert replay.status == "completed", replay.error
     assert replay.metrics.replayed_tool_calls == 1
 

@@ -140,7 +140,13 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ran]]:
         outcomes = {}
         deadline = time.monotonic() + TIMEOUT
         for marker, process in processes.items():
-            out, err = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            # A block's process that has exited may leave a child (a server it started)
+            # holding its pipes open: its group goes once the block has exited.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(1.0, deadline - time.monotonic()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
             outcomes[marker] = Ran(process.returncode, out, err)
         yield outcomes
     finally:

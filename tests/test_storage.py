@@ -93,6 +93,7 @@ def test_runs_in_threads_looking_up_at_once_all_finish(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("own_events_worker")
 async def test_a_second_server_gets_its_own_local_storage_block(monkeypatch, tmp_path):
     """A process that talks to two servers saves the block on each: one saved on the first
     is unknown to the second, where a task run could not use it."""

@@ -52,7 +52,7 @@ def notify(who: str) -> str:
     """The call the process dies in, after charge's result is stored."""
     if not args.no_crash:
         deadline = time.monotonic() + 60
-        while not any(stored(path) for path in STORAGE.glob(f"{args.session}/1/tool/0-*")):
+        while not any(stored(path) for path in STORAGE.glob(f"nexusflow/sessions/{args.session}/steps/1/tool/0-*")):
             if time.monotonic() > deadline:
                 sys.exit("charge's result was never persisted")
             time.sleep(0.05)
