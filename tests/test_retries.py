@@ -32,7 +32,7 @@ from nexusflow import (
 )
 from nexusflow.tasks import TurnRecord
 
-from cli_fixtures import envelope_answer
+from cli_fixtures import envelope_answer, styled
 from helpers.prefect_api import task_run_logs, task_runs
 from helpers.servers import free_port
 
@@ -227,7 +227,7 @@ def cli_client(fake, **options):
 
 
 async def test_a_cli_rate_limit_is_retried_when_it_matches_retry_on(fake, session_id):
-    rate_limited(fake, {"stdout": envelope_answer("done")})
+    rate_limited(fake, styled("opencode", envelope_answer("done")))
     client = cli_client(fake, retry_on=[r"rate limit|overloaded"], model_retries=2, **FAST)
     result = await run(client, session_id)
     assert result.status == "completed", result.error
@@ -238,7 +238,7 @@ async def test_a_cli_rate_limit_is_retried_when_it_matches_retry_on(fake, sessio
 
 
 async def test_a_cli_rate_limit_is_final_without_retry_on(fake, session_id):
-    rate_limited(fake, {"stdout": envelope_answer("done")})
+    rate_limited(fake, styled("opencode", envelope_answer("done")))
     result = await run(cli_client(fake, model_retries=2, **FAST), session_id)
     assert result.status == "failed"
     assert result.error == "cli: exit 1: Error: 429 rate limit exceeded, retry later"
@@ -247,7 +247,9 @@ async def test_a_cli_rate_limit_is_final_without_retry_on(fake, session_id):
 
 async def test_a_failed_attempt_counts_its_repair_launches_too(fake, session_id):
     limited = {"stderr": "Overloaded\n", "exit": 1}
-    fake.script({"stdout": '{"tool_calls": {"name": "x"}}'}, limited, {"stdout": envelope_answer("done")})
+    fake.script(
+        styled("opencode", '{"tool_calls": {"name": "x"}}'), limited, styled("opencode", envelope_answer("done"))
+    )
     result = await run(cli_client(fake, retry_on="overloaded", model_retries=1, **FAST), session_id)
     assert result.status == "completed", result.error
     assert result.metrics.launches == 3 and result.metrics.model_retries == 1

@@ -24,7 +24,7 @@ from nexusflow.messages import RunResult, UserMessage
 from nexusflow.testing import ScriptedModel
 from nexusflow.transports.oneshot import REQUEST_MARKER
 
-from cli_fixtures import envelope_answer
+from cli_fixtures import envelope_answer, styled
 
 LONE = "\ud83d"
 FFFD = "\ufffd"
@@ -168,8 +168,8 @@ async def test_a_tool_result_with_a_lone_surrogate_completes(name, expected, ses
 @pytest.mark.anyio
 async def test_a_cli_reply_with_an_escaped_lone_surrogate_reaches_the_next_launch_repaired(fake, session_id):
     fake.script(
-        {"stdout": '{"tool_calls": [{"name": "echo", "arguments": "{\\"text\\": \\"\\\\ud83d\\"}"}]}'},
-        {"stdout": envelope_answer("done")},
+        styled("opencode", '{"tool_calls": [{"name": "echo", "arguments": "{\\"text\\": \\"\\\\ud83d\\"}"}]}'),
+        styled("opencode", envelope_answer("done")),
     )
     client = create_cli_client(style=CliStyles.OPENCODE, command=fake.command, transport=Transport.CLI)
     async with await Toolkit.load(tools=[echo]) as toolkit:
