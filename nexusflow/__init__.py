@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from .compose import AgentTool
     from .errors import (
         AcpError,
+        BudgetExceeded,
         CliError,
         HookError,
         MaxTurnsExceeded,
@@ -98,6 +99,7 @@ _WHERE: dict[str, str] = {
     "LocalConversationStore": "memory",
     "StorageConversationStore": "memory",
     "MaxTurnsExceeded": "errors",
+    "BudgetExceeded": "errors",
     "McpServerError": "errors",
     "Message": "messages",
     "MissingVariableError": "errors",
@@ -164,6 +166,7 @@ __all__ = [
     "Answer",
     "AnswerForm",
     "AssistantMessage",
+    "BudgetExceeded",
     "CliError",
     "CliStyle",
     "CliStyles",

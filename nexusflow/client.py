@@ -20,6 +20,7 @@ from ._position import child_session_id
 from ._retry import FailedOnTheApi, api_retrying, is_transient
 from ._runtime import LiveRun, bound
 from ._server import use_server
+from .budget import Budget, spends_from
 from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
 from .errors import (
     PrefectApiError,
@@ -470,10 +471,15 @@ class Client(Generic[OutputT]):
         """One run per prompt (subflows inside a flow), at most ``max_concurrency`` at once,
         the results in prompt order. With ``session_id`` (the batch's id) run ``i`` is session
         ``<session_id>.<i>``: run the batch again to resume it. A failure is that run's failed
-        result, never a cancelled batch."""
+        result, never a cancelled batch. A budget (``max_cost_usd``, ``max_tokens``) is the
+        batch's, shared by its runs, when the batch has a ``session_id``."""
         if session_id is not None:
             check_session_id(session_id, "map")
         _toolkit("map", toolkit)
+        budget = Budget(max_cost_usd=self.options.max_cost_usd, max_tokens=self.options.max_tokens)
+        if session_id is not None and budget.bounded:
+            use_server()
+            await spends_from(session_id, budget)
         return await map_prompts(
             self,
             texts("map", "prompts", prompts),

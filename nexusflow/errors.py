@@ -272,6 +272,14 @@ class MaxTurnsExceeded(NexusflowError):
         super().__init__(f"max turns exceeded: no final answer after {max_turns} turns")
 
 
+class BudgetExceeded(NexusflowError):
+    """The run tree spent its budget: the run stops before its next live turn."""
+
+    def __init__(self, session_id: str, spent: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"budget: session {session_id} spent {spent}")
+
+
 class OutputError(NexusflowError):
     """The run's output type cannot be used, or the final answer did not match it."""
 

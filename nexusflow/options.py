@@ -28,6 +28,15 @@ class ClientOptions(BaseModel):
     model: str | None = None
     system_prompt: str | None = None
     max_turns: int = Field(default=20, ge=1)
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="Dollars the run, its sub-agents and fan-out members may spend together, by the costs"
+        " their turns report; the run stops before the next live turn once they reach it.",
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Tokens (in + out) the run tree may spend together, as max_cost_usd."
+    )
     before_llm: BeforeLlm | None = None
     after_llm: AfterLlm | None = None
     before_tool: BeforeTool | None = None

@@ -21,7 +21,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (7, ("nexusflow.flows", "nexusflow.compose", "nexusflow.sessions")),
     (6, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),
     (5, ("nexusflow.transports", "nexusflow.options")),
-    (4, ("nexusflow.toolkit", "nexusflow.memory", "nexusflow._locks")),
+    (4, ("nexusflow.toolkit", "nexusflow.memory", "nexusflow._locks", "nexusflow.budget")),
     (
         3,
         (

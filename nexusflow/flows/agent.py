@@ -20,6 +20,7 @@ from .._retry import is_transient
 from .._runtime import LiveRun
 from .._secrets import redact
 from .._storage import step_storage, synced
+from ..budget import Budget, Holder, spends_from
 from ..errors import (
     NexusflowError,
     NoRuntimeError,
@@ -33,6 +34,7 @@ from ..errors import (
 )
 from ..memory import SessionRecord, SessionStatus, read_inputs, write_status
 from ..messages import Answer, ModelRequest, RunResult, ToolCall
+from ..options import ClientOptions
 from ..output import OutputSpec
 from ..suspension import Suspended
 from ..tasks import (
@@ -163,6 +165,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                 if live.answered is not None:
                     await _mark_answered(live.answered, run_id)
                 record = await _inputs(session_id, inputs, prompt)
+                spends_from = await _budget(session_id, options)
                 state.messages = opening_messages(
                     record.prompt, options.system_prompt, toolkit.instructions, record.history
                 )
@@ -176,6 +179,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                         limit=options.subscription,
                         retries=options.model_retries,
                         retry_wait=options.model_retry_wait,
+                        budget=spends_from,
                     )
                     if isinstance(transport, SessionTransport):
                         await transport.begin(remember, toolkit.specs())
@@ -254,6 +258,12 @@ def _status(outcome: RunResult) -> SessionStatus:
         request=outcome.request,
         error=outcome.error,
     )
+
+
+async def _budget(session_id: str, options: ClientOptions) -> Holder | None:
+    """The budget this run spends from: its own, stored with its session (a resumed run and
+    the runs nested in it find it there), else the nearest one of the runs it is nested in."""
+    return await spends_from(session_id, Budget(max_cost_usd=options.max_cost_usd, max_tokens=options.max_tokens))
 
 
 async def _left(session_id: str, run_id: str, state: LoopState, exc: Exception) -> None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from .._storage import synced
+from ..budget import Holder, check, count
 from ..errors import TransientError, hook_returned, model_empty_reply
 from ..events import Emit
 from ..hooks import AfterLlm, BeforeLlm, call_hook
@@ -54,6 +55,8 @@ class TurnRuntime:
     limit: SubscriptionLimit | None = None
     retries: int = 0
     retry_wait: float = 1.0
+    budget: Holder | None = None
+    """The budget the run spends from, its own or the one of the run it is nested in."""
 
 
 async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnScope | None = None) -> TurnRecord:
@@ -157,8 +160,12 @@ def _served_calls(runtime: TurnRuntime, step: int) -> CallTool | None:
 )
 async def model_turn(session_id: str, step: int, key: str, request: ModelRequest, runtime: TurnRuntime) -> TurnRecord:
     await synced(session_id)
+    if runtime.budget is not None:
+        await check(runtime.budget)
     scope = TurnScope(step=step, call_tool=_served_calls(runtime, step), emit=runtime.emit)
     record = await produce_turn(request, runtime, scope)
+    if runtime.budget is not None:
+        await count(runtime.budget, key, record.reply.usage)
     _log_decision(record)
     return record
 
