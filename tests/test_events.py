@@ -190,6 +190,26 @@ class Inbox(BaseHTTPRequestHandler):
 
 
 @pytest.mark.slow
+async def test_a_run_its_budget_stopped_emits_budget_exceeded(session_id):
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return "sunny"
+
+    usage = {"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.02}
+    client = create_in_process_client(
+        lambda request: {"tool_calls": [{"name": "weather", "arguments": {"city": "Oslo"}}], "usage": usage},
+        max_cost_usd=0.03,
+    )
+    result = await client.run("go", Toolkit([weather]), session_id=session_id)
+    assert result.error_type == "BudgetExceeded", result.error
+    events = await events_of(session_id, expected=2)
+    assert [event.event for event in events] == ["nexusflow.run.failed", "nexusflow.budget.exceeded"]
+    assert events[1].payload == {"error": f"budget: session {session_id} spent $0.04 of $0.03 (max_cost_usd)"}
+    assert events[0].payload["metrics"]["usage"]["cost_usd"] == pytest.approx(0.04)
+
+
+@pytest.mark.slow
 async def test_the_readme_automation_notifies_when_a_run_waits(session_id):
     inbox = HTTPServer(("127.0.0.1", 0), Inbox)
     threading.Thread(target=inbox.serve_forever, daemon=True).start()

@@ -26,7 +26,8 @@ def answer_command(wait_for: object, session_id: str, flow_run_id: str) -> str |
 
 
 def run_ended(result: RunResult) -> None:
-    """``nexusflow.run.completed``, ``.failed`` or ``.pending``."""
+    """``nexusflow.run.completed``, ``.failed`` or ``.pending``; a run its budget stopped
+    also emits ``nexusflow.budget.exceeded``."""
     payload: dict[str, Any] = {
         "status": result.status,
         "error": result.error,
@@ -35,6 +36,8 @@ def run_ended(result: RunResult) -> None:
     if result.request is not None:
         payload["request"] = _request(result.request)
     _emit(f"nexusflow.run.{result.status}", result.session_id, result.flow_run_id, None, payload)
+    if result.error_type == "BudgetExceeded":
+        _emit("nexusflow.budget.exceeded", result.session_id, result.flow_run_id, None, {"error": result.error})
 
 
 def tool_failed(session_id: str, flow_run_id: str, step: int, call: ToolCall, error: str) -> None:
