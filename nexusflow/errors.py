@@ -828,6 +828,10 @@ def usage_max_turns(value: int) -> UsageError:
     return UsageError(f"--max-turns must be 1 or more, not {value}")
 
 
+def usage_budget(flag: str, value: float) -> UsageError:
+    return UsageError(f"{flag} must be more than 0, not {value:g}")
+
+
 def usage_timeout(value: float) -> UsageError:
     return UsageError(f"--timeout must be more than 0 seconds, not {value:g}")
 

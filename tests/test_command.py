@@ -169,6 +169,8 @@ def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(askin
     [
         (["run", "hi", "--max-turns", "0"], "--max-turns must be 1 or more, not 0"),
         (["run", "hi", "--max-turns", "-3"], "--max-turns must be 1 or more, not -3"),
+        (["run", "hi", "--max-cost-usd", "0"], "--max-cost-usd must be more than 0, not 0"),
+        (["run", "hi", "--max-tokens", "-5"], "--max-tokens must be more than 0, not -5"),
         (["run", "hi", "--mcp", "no-such-mcp.json"], "--mcp: cannot read "),
         (["run", "hi", "--skills", "no-such-folder"], "no-such-folder is not a directory"),
         (["run", "hi", "--tools", "no_such_file.py:x"], "--tools: no such file: no_such_file.py"),
@@ -301,3 +303,27 @@ def test_output_piped_into_head_ends_quietly(args, lines_read, tmp_path):
     assert process.wait(timeout=300) == 141
     assert all(line.strip() for line in first), "the command printed its first line"
     assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err[-3000:]
+
+
+@pytest.mark.slow
+def test_the_command_takes_a_budget(tmp_path, session_id):
+    tools = tmp_path / "job_tools.py"
+    tools.write_text("def step() -> str:\n    return 'done'\n")
+    turn = {"tool_calls": [{"name": "step", "arguments": {}}], "usage": {"cost_usd": 0.01}}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([turn] * 5))
+    done = nexusflow(
+        "run",
+        "go",
+        "--tools",
+        f"{tools}:step",
+        "--script",
+        str(script),
+        "--max-cost-usd",
+        "0.02",
+        "--session",
+        session_id,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert f"nexusflow: error: budget: session {session_id} spent $0.02 of $0.02 (max_cost_usd)" in done.stderr
+    assert "tokens ? in / ? out · cost $0.02" in done.stderr

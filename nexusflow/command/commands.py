@@ -43,6 +43,7 @@ from ..errors import (
     UsageError,
     usage_answer_with_prompt,
     usage_answer_without_session,
+    usage_budget,
     usage_command_without_style,
     usage_custom_style,
     usage_data_not_json,
@@ -237,6 +238,9 @@ def _client(invocation: Invocation) -> Client:
     before Prefect starts."""
     if invocation.max_turns is not None and invocation.max_turns < 1:
         raise usage_max_turns(invocation.max_turns)
+    for flag, bound in (("--max-cost-usd", invocation.max_cost_usd), ("--max-tokens", invocation.max_tokens)):
+        if bound is not None and bound <= 0:
+            raise usage_budget(flag, bound)
     if invocation.timeout is not None and invocation.timeout <= 0:
         raise usage_timeout(invocation.timeout)
     options: dict[str, Any] = {
@@ -245,6 +249,8 @@ def _client(invocation: Invocation) -> Client:
         "max_concurrent": invocation.max_concurrent,
         "per_minute": invocation.per_minute,
         "output_type": _output_type(invocation.output_type),
+        "max_cost_usd": invocation.max_cost_usd,
+        "max_tokens": invocation.max_tokens,
     }
     if invocation.max_turns is not None:
         options["max_turns"] = invocation.max_turns
@@ -297,6 +303,8 @@ async def run(
     data: str | None = None,
     reason: str | None = None,
     max_turns: int | None = None,
+    max_cost_usd: float | None = None,
+    max_tokens: int | None = None,
     limit: str | None = None,
     max_concurrent: int | None = None,
     per_minute: float | None = None,
@@ -345,6 +353,11 @@ async def run(
         Why, with the answer.
     max_turns
         Turns before the run fails without a final answer (default: NEXUSFLOW_MAX_TURNS, else 20).
+    max_cost_usd
+        Dollars the run and the runs nested in it may spend together, by the costs the CLI
+        reports; the run stops before its next turn once they reach it.
+    max_tokens
+        Tokens (in + out) the run and the runs nested in it may spend together.
     limit
         Name of the subscription the model's turns count against, on every machine of the server.
     max_concurrent
@@ -367,6 +380,8 @@ async def run(
         "acp_command": absolute_command(acp_command),
         "system": system,
         "max_turns": max_turns,
+        "max_cost_usd": max_cost_usd,
+        "max_tokens": max_tokens,
         "timeout": timeout,
         "script": absolute(script),
         "limit": limit,

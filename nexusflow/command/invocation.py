@@ -32,6 +32,8 @@ class Invocation(BaseModel):
     acp_command: str | None = None
     system: str | None = None
     max_turns: int | None = None
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
     timeout: float | None = None
     script: str | None = None
     limit: str | None = None
