@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nexusflow import CliError, CliStyles, ModelReply, ModelRequest
+from nexusflow import CliError, CliStyles, ModelReply, ModelRequest, Usage
 from nexusflow.messages import Message, ToolMessage, UserMessage
 from nexusflow.transports.oneshot import CliConfig, CliTransport, Complaint, builtin_style, parse_reply
 
@@ -245,10 +245,10 @@ class HostileCli(CliTransport):
         self.replies = replies
         self.launches = 0
 
-    async def _launch(self, prompt: str) -> str:
+    async def _launch(self, prompt: str) -> tuple[str, Usage]:
         prompt.encode("utf-8")  # as the real launch does: every complaint must be encodable
         self.launches += 1
-        return self.replies[(self.launches - 1) % len(self.replies)]
+        return self.replies[(self.launches - 1) % len(self.replies)], Usage()
 
 
 REQUEST = ModelRequest.model_validate(

@@ -112,7 +112,9 @@ async def test_names_states_and_logs_of_a_turn_and_its_calls_and_the_replay(sess
     assert await task_run_logs(named["tool-0-fragile"]) == [f'arguments: {{"n": 3}} · {error}']
     (decided,) = await task_run_logs(named["turn-0"])
     made = re.escape('calls: lookup({"key": "k1"}), lookup({"key": "k2"}), fragile({"n": 3})')
-    assert re.fullmatch(made + r" · seconds \d+\.\d\d · tokens 10 in / 5 out · launches 1", decided), decided
+    assert re.fullmatch(made + r" · seconds \d+\.\d\d · tokens 10 in / 5 out · cost \$\? · launches 1", decided), (
+        decided
+    )
     (answered,) = await task_run_logs(named["turn-1"])
     assert answered.startswith(f"answer: {result.text} · seconds "), answered
     assert_entries_match(recorded[0], runs)

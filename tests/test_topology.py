@@ -122,8 +122,9 @@ async def test_a_run_killed_on_machine_a_resumes_on_machine_b(topology: Topology
             first = await run_deployment(DEPLOYMENT, parameters=parameters, timeout=0)
             step3 = await wait_for_execution(topology, session, 3, "start")
         assert step3["home"] == str(a.home)
-        stored = topology.keys(RESULTS, f"{session}/")
-        assert {tuple(key.split("/")[1:3]) for key in stored} >= {
+        steps = f"nexusflow/sessions/{session}/steps/"
+        stored = topology.keys(RESULTS, steps)
+        assert {tuple(key.removeprefix(steps).split("/")[0:2]) for key in stored} >= {
             ("0", "turn"),
             ("0", "tool"),
             ("1", "tool"),

@@ -259,7 +259,7 @@ def test_a_turn_page_shows_what_the_model_decided(page, run, tmp_path):
     logs = open_task_run(page, run, "turn-0")
     shoot(page, tmp_path, "turn-page")
     expect(logs).to_contain_text('calls: lookup({"city": "Oslo"}), lookup({"city": "Bergen"})')
-    expect(logs).to_contain_text(re.compile(r"seconds [0-9.]+ · tokens \d+ in / \d+ out · launches \d+"))
+    expect(logs).to_contain_text(re.compile(r"seconds [0-9.]+ · tokens (\d+|\?) in / (\d+|\?) out · cost \$\S+ · launches \d+"))
     logs = open_task_run(page, run, "turn-1")
     expect(logs).to_contain_text("answer: Oslo and Bergen: 12 C, light rain; no forecast.")
 
@@ -276,13 +276,14 @@ def test_the_summary_artifact_is_on_the_flow_run_page_and_renders_its_table(page
     expect(table).to_be_visible()
     shoot(page, tmp_path, "summary")
     headers = [cell.strip() for cell in table.locator("th").all_inner_texts()]
-    assert headers == ["#", "kind", "step", "status", "seconds", "replayed"]
+    assert headers == ["#", "kind", "step", "status", "seconds", "replayed", "usage"]
     cells = [[cell.strip() for cell in row.locator("td").all_inner_texts()] for row in table.locator("tr").all()]
-    rows = {row[2]: row for row in cells if len(row) == 6}
+    rows = {row[2]: row for row in cells if len(row) == 7}
     assert sorted(rows) == sorted(["turn-0", "tool-0-lookup", "tool-0-lookup-2", "tool-0-forecast", "turn-1"])
     assert rows["tool-0-forecast"][1:4:2] == ["tool", "ToolError"]
     assert rows["turn-1"][1:4:2] == ["turn", "Completed"]
     assert rows["turn-1"][0] == "5", "the table lists steps in the order they finished: the answer is last"
+    assert rows["turn-1"][6] == "tokens ? in / ? out · cost $?", "a model that reports no usage shows it unknown"
     # Then the run's metrics, in whatever layout (a table row reads "tool errors\t1").
     text = " ".join(page.locator("article.markdown-renderer").all_inner_texts()).lower()
     for metric, value in (("turns", "2"), ("tool calls", "3"), ("tool errors", "1"), ("status", "completed")):
