@@ -259,7 +259,9 @@ def test_a_turn_page_shows_what_the_model_decided(page, run, tmp_path):
     logs = open_task_run(page, run, "turn-0")
     shoot(page, tmp_path, "turn-page")
     expect(logs).to_contain_text('calls: lookup({"city": "Oslo"}), lookup({"city": "Bergen"})')
-    expect(logs).to_contain_text(re.compile(r"seconds [0-9.]+ · tokens (\d+|\?) in / (\d+|\?) out · cost \$\S+ · launches \d+"))
+    expect(logs).to_contain_text(
+        re.compile(r"seconds [0-9.]+ · tokens (\d+|\?) in / (\d+|\?) out · cost \$\S+ · launches \d+")
+    )
     logs = open_task_run(page, run, "turn-1")
     expect(logs).to_contain_text("answer: Oslo and Bergen: 12 C, light rain; no forecast.")
 
