@@ -10,11 +10,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._checks import build, refusal
+from ._checks import refusal
 from ._server import use_server
-from .client import Client, with_answer_policy
+from .client import Client, client_options
 from .messages import OutputT
-from .options import ClientOptions
 from .settings import settings
 from .subscription import SubscriptionLimit
 from .transports.choice import Transport, agent_cli_transport
@@ -98,14 +97,7 @@ def create_cli_client(
         )
     except ValidationError as exc:
         raise refusal(where, exc, []) from None
-    checked = build(
-        where,
-        ClientOptions,
-        model=model,
-        subscription=subscription,
-        output_type=output_type,
-        **with_answer_policy(options),
-    )
+    checked = client_options(where, model, subscription, output_type, options)
     client: Client[OutputT] = Client(factory, checked)
     use_server()  # checked first; before a flow of the program's own starts the embedded server
     return client

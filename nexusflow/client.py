@@ -20,7 +20,7 @@ from ._position import child_session_id
 from ._retry import FailedOnTheApi, api_retrying, is_transient
 from ._runtime import LiveRun, bound
 from ._server import use_server
-from .budget import Budget, spends_from
+from .budget import spends_from
 from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
 from .errors import (
     PrefectApiError,
@@ -476,10 +476,9 @@ class Client(Generic[OutputT]):
         if session_id is not None:
             check_session_id(session_id, "map")
         _toolkit("map", toolkit)
-        budget = Budget(max_cost_usd=self.options.max_cost_usd, max_tokens=self.options.max_tokens)
-        if session_id is not None and budget.bounded:
+        if session_id is not None and self.options.budget.bounded:
             use_server()
-            await spends_from(session_id, budget)
+            await spends_from(session_id, self.options.budget)
         return await map_prompts(
             self,
             texts("map", "prompts", prompts),
@@ -537,7 +536,16 @@ def create_in_process_client(
     where = "create_in_process_client"
     function(where, "generate", generate)
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
-    checked = build(
+    checked = client_options(where, model, subscription, output_type, options)
+    use_server()  # checked first; before a flow of the program's own starts the embedded server
+    return Client(in_process_transport(generate), checked)
+
+
+def client_options(
+    where: str, model: str | None, subscription: SubscriptionLimit | None, output_type: object, options: dict[str, Any]
+) -> ClientOptions:
+    """The options every client takes, checked, with the answer policy of the settings."""
+    return build(
         where,
         ClientOptions,
         model=model,
@@ -545,8 +553,6 @@ def create_in_process_client(
         output_type=output_type,
         **with_answer_policy(options),
     )
-    use_server()  # checked first; before a flow of the program's own starts the embedded server
-    return Client(in_process_transport(generate), checked)
 
 
 def with_answer_policy(options: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .budget import Budget
 from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
 from .memory import ConversationStore
 from .messages import Answer, Request
@@ -66,6 +67,11 @@ class ClientOptions(BaseModel):
         ge=0,
         description="How many invalid final answers are sent back.",
     )
+
+    @property
+    def budget(self) -> Budget:
+        """What the run tree may spend (unbounded without ``max_cost_usd`` or ``max_tokens``)."""
+        return Budget(max_cost_usd=self.max_cost_usd, max_tokens=self.max_tokens)
 
     @model_validator(mode="before")
     @classmethod

@@ -20,7 +20,7 @@ from .._retry import is_transient
 from .._runtime import LiveRun
 from .._secrets import redact
 from .._storage import step_storage, synced
-from ..budget import Budget, Holder, spends_from
+from ..budget import Holder, spends_from
 from ..errors import (
     NexusflowError,
     NoRuntimeError,
@@ -263,7 +263,7 @@ def _status(outcome: RunResult) -> SessionStatus:
 async def _budget(session_id: str, options: ClientOptions) -> Holder | None:
     """The budget this run spends from: its own, stored with its session (a resumed run and
     the runs nested in it find it there), else the nearest one of the runs it is nested in."""
-    return await spends_from(session_id, Budget(max_cost_usd=options.max_cost_usd, max_tokens=options.max_tokens))
+    return await spends_from(session_id, options.budget)
 
 
 async def _left(session_id: str, run_id: str, state: LoopState, exc: Exception) -> None:
