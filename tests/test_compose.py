@@ -13,7 +13,6 @@ import anyio
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
-from prefect.exceptions import ObjectNotFound
 from pydantic import BaseModel
 
 from nexusflow import (
@@ -79,25 +78,13 @@ async def test_the_sub_agent_runs_nested_in_the_tool_calls_task_run(session_id):
     assert nested.parent_task_run_id is not None
     tracking = await task_run(nested.parent_task_run_id)
     # Prefect nests a flow run called inside a task run under a task run of the calling flow
-    # run that stands for it; that one's parent is the tool call's task run. Read by id: a
-    # listing by flow run missed it twice in CI, while the server was still recording it.
+    # run that stands for it; that one's parent is the tool call's task run. Both are read by
+    # id (task_run waits until the server has recorded them).
     assert str(tracking.flow_run_id) == result.flow_run_id
     (parent,) = tracking.task_inputs["__parents__"]
-    tool_run = await task_run_eventually(parent.id)
+    tool_run = await task_run(parent.id)
     assert tool_run.name == "tool-0-reviewer"
     assert str(tool_run.flow_run_id) == result.flow_run_id
-
-
-async def task_run_eventually(task_run_id, timeout: float = 60):
-    """A task run by id, once the server has recorded it (Prefect records task runs from events)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return await task_run(task_run_id)
-        except ObjectNotFound:
-            if time.monotonic() > deadline:
-                raise
-            await anyio.sleep(0.5)
 
 
 @pytest.mark.slow

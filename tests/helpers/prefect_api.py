@@ -17,6 +17,7 @@ from prefect.client.schemas.filters import (
     LogFilterTaskRunId,
 )
 from prefect.client.schemas.objects import FlowRun, TaskRun
+from prefect.exceptions import ObjectNotFound
 
 
 async def task_runs(
@@ -44,9 +45,18 @@ async def flow_run(flow_run_id: str) -> FlowRun:
         return await client.read_flow_run(UUID(flow_run_id))
 
 
-async def task_run(task_run_id: UUID) -> TaskRun:
+async def task_run(task_run_id: UUID, timeout: float = 60) -> TaskRun:
+    """A task run by id, once the server has recorded it: a run that has returned can have
+    task runs whose creation events are still on their way (CI saw it twice)."""
+    deadline = time.monotonic() + timeout
     async with get_client() as client:
-        return await client.read_task_run(task_run_id)
+        while True:
+            try:
+                return await client.read_task_run(task_run_id)
+            except ObjectNotFound:
+                if time.monotonic() > deadline:
+                    raise
+                await anyio.sleep(0.5)
 
 
 def by_name(runs: list[TaskRun]) -> dict[str, TaskRun]:
