@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import anyio
@@ -44,60 +42,10 @@ def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-EXPECTED = "done: charged 1, notified ops, charged 100, audited ok"
-
-
 # 1. One live run per session: tests/test_server_places.py and tests/test_session_lock.py.
 
 
-# Kill at every step: each step's record is stored, then the process dies.
-
-
-EFFECTS = {
-    "0/turn/0": ("model_turns", "0"),
-    "0/tool/0": ("charges", "1"),
-    "0/tool/1": ("notifications", "ops"),
-    "1/turn/0": ("model_turns", "1"),
-    "1/tool/0": ("charges", "100"),
-    "1/tool/1": ("audits", "ok"),
-    "2/turn/0": ("model_turns", "2"),
-}
-
-
-@pytest.fixture(scope="module")
-def killed_and_resumed(tmp_path_factory) -> dict[int, tuple[Path, list[str], int, RunResult | None, str]]:
-    """The seven kills run side by side, then the seven resumes (about 20 s against 84 s one
-    after another): each has its own session and folder, so they share nothing but the
-    server. Per kill: its folder, the steps stored before it, and how its resume ended."""
-    runs = {k: (tmp_path_factory.mktemp(f"kill-{k}"), f"kill-{k}-{uuid.uuid4().hex}") for k in range(1, 8)}
-    killers = {k: child(session, str(folder), "--kill-after", str(k)) for k, (folder, session) in runs.items()}
-    killed = {k: finish(process) for k, process in killers.items()}
-    for k, (code, _, err) in killed.items():
-        assert code == -signal.SIGKILL, f"kill after {k}: exit {code}: {err[-2000:]}"
-    stored = {k: lines(folder / "stored") for k, (folder, _) in runs.items()}
-    resumers = {k: child(session, str(folder)) for k, (folder, session) in runs.items()}
-    return {k: (runs[k][0], stored[k], *finish(process)) for k, process in resumers.items()}
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("durability-kills")  # the fourteen processes of the fixture run once, on one worker
-@pytest.mark.parametrize("kill_after", range(1, 8))
-def test_a_kill_after_any_stored_step_resumes_without_repeating_it(killed_and_resumed, kill_after):
-    """Seven steps (three turns, two parallel calls in each of the first two): the process is
-    SIGKILLed right after the k-th record is stored. Stored steps never run again; a call
-    that was in flight (its effect done, its record not yet stored) may run once more: that
-    is the at-least-once case the README's Guarantees describe."""
-    folder, stored, code, result, err = killed_and_resumed[kill_after]
-    assert len(stored) == kill_after
-    assert code == 0, err[-3000:]
-    assert result is not None and result.status == "completed", result
-    assert result.text == EXPECTED
-    for step in stored:
-        log, effect = EFFECTS[step]
-        assert lines(folder / log).count(effect) == 1, f"{step} was stored before the kill and ran again"
-    for log, effect in EFFECTS.values():
-        assert lines(folder / log).count(effect) >= 1
-    assert result.metrics.replayed_turns + result.metrics.replayed_tool_calls >= 1
+# Kill at every step, in every place the server lives: tests/test_server_places.py.
 
 
 # 2. Prompt and history of any size.

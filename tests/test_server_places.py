@@ -3,7 +3,9 @@ the embedded default (no ``PREFECT_API_URL``: each process starts a temporary se
 own on one home's database), and a server restarted between the crash and the resume.
 
 Each place runs every scenario in two phases, side by side: the crashes (a run SIGKILLed
-with its process group after one, three or six stored steps; a sub-agent killed in its
+with its process group after a stored step: after each of its seven steps on the long-lived
+server, after the third elsewhere, where the take-over, not the step, is what differs; a
+sub-agent killed in its
 second turn; a run left waiting for an answer), then the server's change of process where
 there is one, then the resumes, an answer, two processes racing to take over one crashed
 session, one session started twice at once, and a run that needs the subscription slot its
@@ -38,7 +40,8 @@ pytestmark = [pytest.mark.timeout(3 * TIMEOUT), pytest.mark.slow, pytest.mark.xd
 MARK = "NEXUSFLOW_TEST_PLACE"
 """Set in every child's environment (and inherited by its embedded server) to find them."""
 PLACES = ["long-lived", "embedded", "restarted"]
-KILLS = (1, 3, 6)
+KILLS = {"long-lived": tuple(range(1, 8)), "embedded": (3,), "restarted": (3,)}
+"""The stored steps after which a run is killed, per place (seven steps in all)."""
 EXPECTED = "done: charged 1, notified ops, charged 100, audited ok"
 EFFECTS = {
     "0/turn/0": ("model_turns", "0"),
@@ -169,7 +172,8 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     if name == "long-lived":
         request.getfixturevalue("prefect_server")  # this session's; it may be the first to ask
     root = tmp_path_factory.mktemp(name)
-    keys = [*(f"kill-{k}" for k in KILLS), "pending", "sub-agent", "race", "twice", "limited"]
+    kills = KILLS[name]
+    keys = [*(f"kill-{k}" for k in kills), "pending", "sub-agent", "race", "twice", "limited"]
     folders = {key: root / key for key in keys}
     for folder in folders.values():
         folder.mkdir()
@@ -184,7 +188,7 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         # Phase 1: the crashes, and a run left waiting.
         deadline = time.monotonic() + TIMEOUT
         first = {
-            f"kill-{k}": place.spawn("durable_run.py", *arguments(f"kill-{k}", "--kill-after", str(k))) for k in KILLS
+            f"kill-{k}": place.spawn("durable_run.py", *arguments(f"kill-{k}", "--kill-after", str(k))) for k in kills
         }
         first["race"] = place.spawn("durable_run.py", *arguments("race", "--kill-after", "1"))
         first["pending"] = place.spawn("pending_run.py", "start", *arguments("pending"))
@@ -201,7 +205,7 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
         # Phase 2: resumes, the answer, the race, and a session started twice at once.
         deadline = time.monotonic() + TIMEOUT
-        second = {f"kill-{k}": place.spawn("durable_run.py", *arguments(f"kill-{k}")) for k in KILLS}
+        second = {f"kill-{k}": place.spawn("durable_run.py", *arguments(f"kill-{k}")) for k in kills}
         second["pending"] = place.spawn("pending_run.py", "resume", *arguments("pending"), "yes")
         second["limited"] = place.spawn("durable_run.py", *arguments("limited", *limit))
         second["sub-agent"] = place.spawn("compose_crash.py", *arguments("sub-agent", "--no-crash"))
@@ -221,21 +225,33 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     yield Ran(name, root, folders, outcomes)
 
 
-@pytest.mark.parametrize("kill_after", KILLS)
-def test_a_run_killed_after_any_stored_step_resumes_without_repeating_it(ran: Ran, kill_after: int) -> None:
+def test_a_run_killed_after_any_stored_step_resumes_without_repeating_it(ran: Ran) -> None:
+    """Seven steps (three turns, two parallel calls in each of the first two): the process is
+    SIGKILLed right after the k-th record is stored. Stored steps never run again; a call
+    that was in flight (its effect done, its record not yet stored) may run once more: that
+    is the at-least-once case the README's Guarantees describe. Each kill point is checked
+    and every failing one reported, not only the first."""
+    failures = [why for kill_after in KILLS[ran.place] if (why := _resumed_once(ran, kill_after))]
+    assert not failures, "\n\n".join(failures)
+
+
+def _resumed_once(ran: Ran, kill_after: int) -> str | None:
+    """Why the run killed after ``kill_after`` stored steps did not resume as it should."""
     killed, resumed = ran.outcomes[f"kill-{kill_after} 1"], ran.outcomes[f"kill-{kill_after} 2"]
     folder = ran.folders[f"kill-{kill_after}"]
-    assert killed.code == -signal.SIGKILL, killed.explain()
     stored = lines(folder / "stored")
-    assert len(stored) == kill_after
-    assert resumed.code == 0, resumed.explain()
     result = resumed.result
-    assert result is not None and result.status == "completed", result
-    assert result.text == EXPECTED
-    for step in stored:
-        log, effect = EFFECTS[step]
-        assert lines(folder / log).count(effect) == 1, f"{step} was stored before the kill and ran again"
-    assert result.metrics.replayed_turns + result.metrics.replayed_tool_calls >= 1
+    if killed.code != -signal.SIGKILL or len(stored) != kill_after:
+        return f"kill after {kill_after}: killed with {killed.code}, {len(stored)} stored\n{killed.explain()}"
+    if resumed.code != 0 or result is None or result.status != "completed" or result.text != EXPECTED:
+        return f"kill after {kill_after}: resumed {result}\n{resumed.explain()}"
+    again = [step for step in stored if lines(folder / EFFECTS[step][0]).count(EFFECTS[step][1]) != 1]
+    if again:
+        return f"kill after {kill_after}: {again} were stored before the kill and ran again"
+    missing = [log for log, effect in EFFECTS.values() if effect not in lines(folder / log)]
+    if missing or result.metrics.replayed_turns + result.metrics.replayed_tool_calls < 1:
+        return f"kill after {kill_after}: effects missing from {missing} or nothing replayed: {result.metrics}"
+    return None
 
 
 def test_a_sub_agent_killed_mid_run_resumes_with_its_parent(ran: Ran) -> None:
