@@ -22,7 +22,7 @@ class LiveRun:
     given to the run's pending requests (keyed by ``bound``: an answer is for one call with
     its arguments) and the flow run that ended waiting for them."""
 
-    __slots__ = ("answered", "answers", "emit", "options", "toolkit", "transport")
+    __slots__ = ("answered", "answers", "emit", "fallbacks", "options", "toolkit", "transport")
 
     def __init__(
         self,
@@ -32,6 +32,7 @@ class LiveRun:
         emit: Emit | None = None,
         answers: dict[str, Answer] | None = None,
         answered: str | None = None,
+        fallbacks: tuple[tuple[str, TransportFactory], ...] = (),
     ) -> None:
         self.options = options
         self.transport = transport
@@ -39,6 +40,8 @@ class LiveRun:
         self.emit = emit
         self.answers = answers or {}
         self.answered = answered
+        self.fallbacks = fallbacks
+        """The fallback clients' names and transports, asked in order when a quota is spent."""
 
     def __repr__(self) -> str:
         return f"<LiveRun of {len(self.toolkit.specs())} tools>"

@@ -98,6 +98,6 @@ def create_cli_client(
     except ValidationError as exc:
         raise refusal(where, exc, []) from None
     checked = client_options(where, model, subscription, output_type, options)
-    client: Client[OutputT] = Client(factory, checked)
+    client: Client[OutputT] = Client(factory, checked, name=style.name if isinstance(style, CliStyle) else style.value)
     use_server()  # checked first; before a flow of the program's own starts the embedded server
     return client

@@ -27,6 +27,7 @@ from .errors import (
     StorageError,
     argument_wrong,
     describe,
+    option_refused,
     resume_not_waiting,
     resume_other_answer,
     resume_unknown_session,
@@ -94,9 +95,11 @@ class Client(Generic[OutputT]):
     ``create_cli_client``); every client has the same ``run``. A client made with an
     ``output_type`` is a ``Client[ThatType]``: its runs' ``RunResult.output`` is typed so."""
 
-    def __init__(self, transport: TransportFactory, options: ClientOptions) -> None:
+    def __init__(self, transport: TransportFactory, options: ClientOptions, name: str = "in-process") -> None:
         self.transport = transport
         self.options = options
+        self.name = name
+        """Who answers (a CLI's style, or ``in-process``): what a turn a fallback answered names."""
 
     @overload
     async def run(
@@ -319,6 +322,7 @@ class Client(Generic[OutputT]):
             emit=emit,
             answers=answers or {},
             answered=answered,
+            fallbacks=tuple((client.name, client.transport) for client in options.fallback),
         )
         try:
             async for attempt in api_retrying():
@@ -545,13 +549,18 @@ def client_options(
     where: str, model: str | None, subscription: SubscriptionLimit | None, output_type: object, options: dict[str, Any]
 ) -> ClientOptions:
     """The options every client takes, checked, with the answer policy of the settings."""
+    fallback = options.get("fallback", ())
+    if isinstance(fallback, Client):
+        fallback = (fallback,)
+    if not isinstance(fallback, list | tuple) or not all(isinstance(one, Client) for one in fallback):
+        raise option_refused(where, "fallback", "expected clients made by create_cli_client and the like", fallback)
     return build(
         where,
         ClientOptions,
         model=model,
         subscription=subscription,
         output_type=output_type,
-        **with_answer_policy(options),
+        **with_answer_policy({**options, "fallback": tuple(fallback)}),
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ._secrets import redact
@@ -278,6 +279,23 @@ class BudgetExceeded(NexusflowError):
     def __init__(self, session_id: str, spent: str) -> None:
         self.session_id = session_id
         super().__init__(f"budget: session {session_id} spent {spent}")
+
+
+class QuotaExhausted(NexusflowError):
+    """A subscription's window is spent: the CLI said so, in its own words or as the
+    provider's 429 it gave up on. Never transient: asking again before ``resets_at`` (when
+    the CLI said it) only meets the same answer."""
+
+    def __init__(self, style: str, resets_at: datetime | None = None, said: str = "") -> None:
+        self.style = style
+        self.resets_at = resets_at
+        self.said = said
+        when = f"resets {resets_at.isoformat(timespec='seconds')}" if resets_at is not None else "reset time unknown"
+        text = redact(said).strip()[-300:]
+        super().__init__(f"quota: {style} limit reached ({when})" + (f": {text}" if text else ""))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (QuotaExhausted, (self.style, self.resets_at, self.said))
 
 
 class OutputError(NexusflowError):

@@ -4,7 +4,7 @@ client so that flows and tasks never import the client."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -19,6 +19,9 @@ from .task_config import TaskConfig
 
 WaitFor = Callable[[Request], Awaitable[Answer]]
 """Resolves a suspended call's request: see ``nexusflow.waits`` for the built-in ones."""
+
+OnQuota = Literal["fail", "wait", "fallback"]
+"""What a run does when its CLI says the subscription's window is spent (``QuotaExhausted``)."""
 
 
 class ClientOptions(BaseModel):
@@ -66,6 +69,20 @@ class ClientOptions(BaseModel):
         default=2,
         ge=0,
         description="How many invalid final answers are sent back.",
+    )
+    on_quota: OnQuota = Field(
+        default="fail",
+        description="A spent quota window: fail the run, wait for the reset (a deployment's run gives back"
+        " its worker), or ask the fallback clients in turn.",
+    )
+    fallback: tuple[Any, ...] = Field(
+        default=(), description="Clients asked in order for a turn whose quota is spent (on_quota='fallback')."
+    )
+    quota_wait: float = Field(
+        default=900.0, gt=0, description="Seconds to wait when the CLI does not say when its window resets."
+    )
+    max_quota_wait: float = Field(
+        default=21600.0, gt=0, description="A reset further off than this many seconds fails the run instead."
     )
 
     @property

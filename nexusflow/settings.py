@@ -23,7 +23,7 @@ Wait = Literal["suspend", "pause", "none"]
 """How a run gets the answer to a request: ``suspend`` (the run waits without a process: a
 deployment's), ``pause`` (the process waits), ``none`` (the run ends ``pending``)."""
 
-CLIENT_FIELDS = ("max_turns", "model_retries", "model_retry_wait", "output_retries")
+CLIENT_FIELDS = ("max_turns", "model_retries", "model_retry_wait", "output_retries", "on_quota", "max_quota_wait")
 """Settings that are ``ClientOptions`` of the same name."""
 
 
@@ -40,6 +40,12 @@ class NexusflowSettings(BaseSettings):
         default=1.0, ge=0, description="Seconds before the first retry; doubled each time, plus jitter, capped."
     )
     output_retries: int = Field(default=2, ge=0, description="How many invalid final answers are sent back.")
+    on_quota: Literal["fail", "wait", "fallback"] = Field(
+        default="fail", description="A spent quota window: fail, wait for its reset, or ask the fallback clients."
+    )
+    max_quota_wait: float = Field(
+        default=21600.0, gt=0, description="Seconds of a quota wait after which the run fails instead."
+    )
     transport: Literal["auto", "acp", "cli"] = Field(
         default="auto", description="How an agent CLI is driven: a warm ACP session, one launch a turn, or auto."
     )

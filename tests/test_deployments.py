@@ -2,12 +2,14 @@
 worker: a scheduled job runs to completion; a job that asks suspends, exits, and completes
 after it is answered, its finished steps replayed."""
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
@@ -17,6 +19,7 @@ from prefect.client.orchestration import get_client
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 
+from cli_fixtures import envelope_answer, envelope_calls, styled
 from helpers.prefect_api import task_runs
 
 REPO = Path(__file__).parent.parent
@@ -171,3 +174,37 @@ async def test_the_readmes_serve_recipe_serves_a_deployment_whose_runs_succeed(t
         served.wait(timeout=30)
     names = sorted(r.name for r in await task_runs(str(run.id), expected=3))
     assert names == ["tool-0-current_temperature", "turn-0", "turn-1"]
+
+
+@pytest.mark.slow
+async def test_a_job_whose_quota_is_spent_frees_its_worker_and_completes_after_the_reset(deployed, fake, monkeypatch):
+    """The CLI says its window resets in 8 s (``NEXUSFLOW_ON_QUOTA=wait``, which the worker
+    and its runs inherit): the run goes back to Scheduled at the reset and its process ends;
+    a worker started after the reset runs it again, the finished steps replay, and nothing
+    ran twice."""
+    call = envelope_calls({"id": "c1", "name": "current_temperature", "arguments": {"city": "Oslo"}})
+    spent = {
+        "stderr": json.dumps({"error": {"message": "Quota exceeded. Please retry in 8s.", "code": 429}}),
+        "exit": 1,
+    }
+    fake.script(styled("gemini", call), spent, styled("gemini", envelope_answer("it is mild")))
+    monkeypatch.setenv("NEXUSFLOW_ON_QUOTA", "wait")
+    parameters = {"prompt": "How warm is Oslo?", "style": "gemini", "command": fake.command, "model": "gemini-2.5-pro"}
+    run = await run_deployment("agent-job/weather-report", parameters={**parameters, "transport": "cli"}, timeout=0)
+    await anyio.to_thread.run_sync(work_once)  # returns: the run gave its process back
+
+    waiting = await state_of(run.id)
+    assert waiting is not None and waiting.is_scheduled() and waiting.name == "AwaitingQuota", waiting
+    reset = waiting.state_details.scheduled_time
+    assert reset is not None and reset > datetime.now(UTC), "scheduled at the reset, still ahead"
+    await anyio.sleep((reset - datetime.now(UTC)).total_seconds() + 0.5)
+    await anyio.to_thread.run_sync(work_once)
+    state = await wait_for_state(run.id, lambda s: s.is_final())
+    assert state.is_completed(), state
+    assert len(fake.calls()) == 3, "turn 0, the turn that met the quota, and that turn again"
+    runs = await task_runs(str(run.id), expected=4, including=("turn-1",))
+    by_name: dict[str, list[str]] = {}
+    for task_run in runs:
+        by_name.setdefault(task_run.name, []).append(task_run.state.name)
+    assert sorted(by_name["tool-0-current_temperature"]) == ["Cached", "Completed"], "the tool ran once"
+    assert sorted(by_name["turn-0"]) == ["Cached", "Completed"], "the first turn was asked once"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import ClassVar
@@ -18,7 +19,7 @@ from prefect.client.orchestration import get_client
 from prefect.events import Event
 from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
 
-from nexusflow import Answer, Toolkit, create_in_process_client, current_answer, suspend, tool
+from nexusflow import Answer, QuotaExhausted, Toolkit, create_in_process_client, current_answer, suspend, tool
 from nexusflow.testing import ScriptedModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
@@ -240,3 +241,22 @@ async def test_the_readme_automation_notifies_when_a_run_waits(session_id):
         async with get_client() as client:
             for automation in await client.read_automations_by_name("nexusflow: a run waits for approval"):
                 await client.delete_automation(automation.id)
+
+
+@pytest.mark.slow
+async def test_a_spent_quota_emits_quota_exhausted_with_its_reset_and_what_happened(session_id):
+    """An in-process model may say its quota is spent too; the run fails (the default policy)."""
+    reset = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+
+    def spent(request: object) -> str:
+        raise QuotaExhausted("my-api", reset, "monthly tokens used up")
+
+    result = await create_in_process_client(spent).run("go", session_id=session_id)
+    assert result.error_type == "QuotaExhausted", result.error
+    assert result.error == f"quota: my-api limit reached (resets {reset.isoformat()}): monthly tokens used up"
+    events = await events_of(session_id, expected=2)
+    assert [event.event for event in events] == ["nexusflow.quota.exhausted", "nexusflow.run.failed"]
+    payload = events[0].payload
+    assert (payload["style"], payload["resets_at"], payload["policy"]) == ("my-api", reset.isoformat(), "fail")
+    assert payload["then"] == "the run fails"
+    assert related(events[0]) == {"flow-run": f"prefect.flow-run.{result.flow_run_id}"}

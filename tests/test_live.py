@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,29 @@ async def test_typed_output_through_a_real_acp_agent():
     assert len(turns) == 2
     assert any(INCIDENT_SCHEMA in text for text in strings(turns[0].body))
     assert any("severity: Field required" in text for text in strings(turns[1].body))
+
+
+QUOTA_READ = {style: name for style, name in ONE_SHOT.items() if name in ("claude", "codex", "gemini", "copilot")}
+
+
+@pytest.mark.parametrize("style", QUOTA_READ, ids=[style.value for style in QUOTA_READ])
+async def test_a_spent_quota_is_recognised_with_the_reset_the_cli_states(style):
+    """The scripted server answers as each provider does for a spent window (a 429 with its
+    quota body and headers, resetting in an hour): the real CLI gives up at once and the run
+    fails with QuotaExhausted, not a CLI error. Codex states the reset (``try again at 4:41
+    PM``, to the minute); claude, gemini and copilot, given an API key, state none."""
+    replies = [ScriptedReply.quota_reached(3600, "scripted quota: usage limit reached")] * 4
+    async with scripted_cli(style, replies) as (server, home, env):
+        client = create_cli_client(style, binary(QUOTA_READ[style]), default_model(style), transport=Transport.CLI,
+                                   env=env, cwd=home)  # fmt: skip
+        started = datetime.now(UTC)
+        result = await client.run("Say hello.", session_id=f"live-{uuid.uuid4().hex}")
+        asked = len(server.turns())
+    assert result.status == "failed" and result.error_type == "QuotaExhausted", result.error
+    assert result.error is not None and result.error.startswith(f"quota: {style.value} limit reached (")
+    assert asked == 1, "the CLI did not retry a spent window"
+    if style == CliStyles.CODEX:
+        reset = datetime.fromisoformat(result.error.split("(resets ", 1)[1].split(")", 1)[0])
+        assert abs((reset - started).total_seconds() - 3600) < 120, result.error
+    else:
+        assert "(reset time unknown)" in result.error

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -25,6 +26,7 @@ from ..errors import (
     NexusflowError,
     NoRuntimeError,
     PrefectApiError,
+    QuotaExhausted,
     SessionTakenOverError,
     StorageError,
     TransientError,
@@ -46,10 +48,12 @@ from ..tasks import (
     remembered,
 )
 from ..tasks.keys import step_key
-from ..transports import SessionTransport
+from ..transports import ModelTransport, SessionTransport
+from ..transports.fallback import Fallbacks
 from ..waits import waiting_is_no_error
 from . import notify
 from .loop import LoopState, drive, opening_messages
+from .quota import reset_of, wait_until
 from .report import Progress, publish
 from .steps import Steps, asked
 from .steps import settle as settle_call
@@ -99,9 +103,25 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             **fields,
         )
 
+    def quota_spent(exc: QuotaExhausted, then: str) -> None:
+        logger.warning("%s; %s", exc, then)
+        notify.quota_exhausted(session_id, run_id, exc, options.on_quota, then)
+
     async def turn(step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
         await lease.check()
-        record, replayed = await steps.turn(step, request)
+        while True:
+            try:
+                record, replayed = await steps.turn(step, request)
+                break
+            except QuotaExhausted as exc:
+                until = reset_of(exc, options)
+                if until is None:
+                    quota_spent(exc, "the run fails")
+                    raise
+                shown = until.isoformat(timespec="seconds")
+                quota_spent(exc, f"the run waits until {shown}, then asks again")
+                await progress.waiting(step, shown)
+                await wait_until(until)
         if replayed:  # a live turn logs what it decided in its own task run
             calls = ", ".join(call.name for call in record.reply.tool_calls)
             logger.info("turn %d replayed: %s", step, f"calls {calls}" if calls else "final answer")
@@ -169,7 +189,26 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                 state.messages = opening_messages(
                     record.prompt, options.system_prompt, toolkit.instructions, record.history
                 )
-                async with live.transport(logger.info) as transport:
+                async with live.transport(logger.info) as transport, AsyncExitStack() as opened:
+
+                    async def begin(transport: ModelTransport, name: str = "") -> None:
+                        """An ACP transport opens or resumes its session (a fallback's under its own name)."""
+                        if not isinstance(transport, SessionTransport):
+                            return
+                        if not name:
+                            await transport.begin(remember, toolkit.specs())
+                            return
+
+                        async def remember_as(kind: str, inputs: dict[str, object], produce: Any) -> tuple[str, bool]:
+                            return await remember(f"{name}-{kind}", inputs, produce)
+
+                        await transport.begin(remember_as, toolkit.specs())
+
+                    fallbacks = (
+                        Fallbacks(live.fallbacks, opened, logger.info, begin)
+                        if options.on_quota == "fallback" and live.fallbacks
+                        else None
+                    )
                     steps.model = TurnRuntime(
                         transport=transport,
                         before_llm=options.before_llm,
@@ -180,9 +219,10 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                         retries=options.model_retries,
                         retry_wait=options.model_retry_wait,
                         budget=spends_from,
+                        fallbacks=fallbacks,
+                        quota_spent=quota_spent,
                     )
-                    if isinstance(transport, SessionTransport):
-                        await transport.begin(remember, toolkit.specs())
+                    await begin(transport)
                     text = await drive(
                         state,
                         tools=toolkit.specs(),

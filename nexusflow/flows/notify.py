@@ -9,6 +9,7 @@ from typing import Any
 from prefect.events import emit_event
 
 from .._secrets import redact
+from ..errors import QuotaExhausted
 from ..messages import Request, RunResult, ToolCall
 from ..tasks.shown import shown
 from ..waits import DeploymentSuspension, PrefectPause, answer_hint
@@ -38,6 +39,13 @@ def run_ended(result: RunResult) -> None:
     _emit(f"nexusflow.run.{result.status}", result.session_id, result.flow_run_id, None, payload)
     if result.error_type == "BudgetExceeded":
         _emit("nexusflow.budget.exceeded", result.session_id, result.flow_run_id, None, {"error": result.error})
+
+
+def quota_exhausted(session_id: str, flow_run_id: str, exc: QuotaExhausted, policy: str, then: str) -> None:
+    """``nexusflow.quota.exhausted``: a CLI said its subscription's window is spent."""
+    resets = exc.resets_at.isoformat(timespec="seconds") if exc.resets_at is not None else None
+    payload = {"style": exc.style, "resets_at": resets, "policy": policy, "then": then, "error": str(exc)}
+    _emit("nexusflow.quota.exhausted", session_id, flow_run_id, None, payload)
 
 
 def tool_failed(session_id: str, flow_run_id: str, step: int, call: ToolCall, error: str) -> None:

@@ -41,10 +41,14 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _step(entry: StepEntry) -> str:
+    return f"{entry.name} (answered by {entry.answered_by})" if entry.answered_by else entry.name
+
+
 def summary(result: RunResult, entries: list[StepEntry]) -> str:
     """The step table (in the order steps started), then the run's metrics."""
     rows = [
-        f"| {number} | {entry.kind} | {_cell(entry.name)} | {_cell(entry.status)} | {entry.seconds:.2f} | "
+        f"| {number} | {entry.kind} | {_cell(_step(entry))} | {_cell(entry.status)} | {entry.seconds:.2f} | "
         f"{'yes' if entry.replayed else 'no'} | {_cell(entry.usage.shown()) if entry.usage is not None else ''} |"
         for number, entry in enumerate(entries, 1)
     ]
@@ -122,6 +126,10 @@ class Progress:
     async def turn_done(self, turns: int) -> None:
         if time.monotonic() - self.updated >= self.interval:
             await self._show(100 * turns / self.max_turns, self._say(turns))
+
+    async def waiting(self, turns: int, until: str) -> None:
+        """Said at once, whatever the interval: the run is idle until ``until``."""
+        await self._show(100 * turns / self.max_turns, f"{self._say(turns)}, waiting for the quota until {until}")
 
     async def finish(self, result: RunResult) -> None:
         if self.artifact is None and time.monotonic() - self.updated < self.interval:

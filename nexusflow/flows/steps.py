@@ -50,6 +50,8 @@ class StepEntry:
     replayed: bool
     usage: Usage | None = None
     """A turn's usage as reported (when it first ran, for a replayed turn)."""
+    answered_by: str | None = None
+    """The fallback client that answered the turn, when the run's own had spent its quota."""
 
 
 class Steps:
@@ -99,11 +101,18 @@ class Steps:
         return [entry for _, entry in sorted(self._rows, key=lambda row: row[0])]
 
     def _record(
-        self, order: int, kind: StepKind, name: str, status: str | None, seconds: float, usage: Usage | None = None
+        self,
+        order: int,
+        kind: StepKind,
+        name: str,
+        status: str | None,
+        seconds: float,
+        usage: Usage | None = None,
+        answered_by: str | None = None,
     ) -> bool:
         """Add the step's row, at the place its start took; whether it was replayed."""
         replayed = status == "Cached"
-        entry = StepEntry(kind, name, status or "Completed", 0.0 if replayed else seconds, replayed, usage)
+        entry = StepEntry(kind, name, status or "Completed", 0.0 if replayed else seconds, replayed, usage, answered_by)
         self._rows.append((order, entry))
         return replayed
 
@@ -118,7 +127,9 @@ class Steps:
         assert self.model is not None, "the transport is open before the first turn"
         state = await task(self.session_id, step, key, quote(request), quote(self.model), return_state=True)
         record = TurnRecord.model_validate(await state.aresult())
-        replayed = self._record(order, "turn", f"turn-{step}", state.name, record.seconds, record.reply.usage)
+        replayed = self._record(
+            order, "turn", f"turn-{step}", state.name, record.seconds, record.reply.usage, record.answered_by
+        )
         check_stored(f"turn-{step}", key, replayed)
         for index, call in enumerate(record.reply.tool_calls):
             self.label(step, index, call)

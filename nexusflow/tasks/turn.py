@@ -16,12 +16,13 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from .._storage import synced
 from ..budget import Holder, check, count
-from ..errors import TransientError, hook_returned, model_empty_reply
+from ..errors import QuotaExhausted, TransientError, hook_returned, model_empty_reply
 from ..events import Emit
 from ..hooks import AfterLlm, BeforeLlm, call_hook
 from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolCall
 from ..subscription import SubscriptionLimit
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
+from ..transports.fallback import OWN, Fallbacks
 from .keys import POSITIONAL_KEY
 from .shown import shown
 from .stored import note_unstored
@@ -37,6 +38,8 @@ class TurnRecord(BaseModel):
 
     reply: ModelReply
     seconds: float
+    answered_by: str | None = None
+    """The fallback client that answered, when the run's own had spent its quota."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,10 @@ class TurnRuntime:
     retry_wait: float = 1.0
     budget: Holder | None = None
     """The budget the run spends from, its own or the one of the run it is nested in."""
+    fallbacks: Fallbacks | None = None
+    """Asked in order when the turn's quota is spent (``on_quota="fallback"``)."""
+    quota_spent: Callable[[QuotaExhausted, str], None] | None = None
+    """Told of each spent quota the turn meets, and what happens next (the run's event)."""
 
 
 async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnScope | None = None) -> TurnRecord:
@@ -69,7 +76,7 @@ async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnS
             if not isinstance(replaced, ModelRequest):
                 raise hook_returned("before_llm", replaced)
             request = replaced
-    reply = await _generate(request, runtime, scope)
+    reply, answered_by = await _answered(request, runtime, scope)
     if runtime.after_llm is not None:
         replaced = await call_hook("after_llm", runtime.after_llm, request, reply)
         if replaced is not None:
@@ -78,18 +85,58 @@ async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnS
             reply = replaced
     if reply.content is None and not reply.tool_calls:
         raise model_empty_reply()
-    return TurnRecord(reply=reply, seconds=time.perf_counter() - started)
+    return TurnRecord(reply=reply, seconds=time.perf_counter() - started, answered_by=answered_by)
 
 
-async def _generate(request: ModelRequest, runtime: TurnRuntime, scope: TurnScope | None) -> ModelReply:
+async def _answered(
+    request: ModelRequest, runtime: TurnRuntime, scope: TurnScope | None
+) -> tuple[ModelReply, str | None]:
+    """The reply, and which fallback gave it: the run's own transport first, then each
+    fallback in turn while the quota of the one asked is spent. One known to be spent is
+    skipped until its reset."""
+    fallbacks = runtime.fallbacks
+    last = fallbacks.spent(OWN) if fallbacks is not None else None
+    if last is None:
+        try:
+            return await _generate(request, runtime, runtime.transport, scope), None
+        except QuotaExhausted as spent:
+            if fallbacks is None or not fallbacks.names:
+                raise
+            fallbacks.mark(OWN, spent)
+            last = spent
+    assert fallbacks is not None
+    for index, name in enumerate(fallbacks.names):
+        if (known := fallbacks.spent(name)) is not None:
+            last = known
+            continue
+        if runtime.quota_spent is not None:
+            runtime.quota_spent(last, f"the turn goes to the fallback {name}")
+        try:
+            transport = await fallbacks.transport(index)
+            return await _generate(request, runtime, transport, scope, limited=False), name
+        except QuotaExhausted as exc:
+            fallbacks.mark(name, exc)
+            last = exc
+    raise last
+
+
+async def _generate(
+    request: ModelRequest,
+    runtime: TurnRuntime,
+    transport: ModelTransport,
+    scope: TurnScope | None,
+    *,
+    limited: bool = True,
+) -> ModelReply:
     """The transport's ``generate``, tried again on a ``TransientError`` up to
     ``runtime.retries`` times with exponential backoff and jitter. Each attempt holds its
     own slot of the subscription, so a backoff holds none. What the failed attempts cost is
     added to the reply's stats; after the last attempt its error is raised, carrying what
     every attempt launched and how many were retried."""
+    limit = runtime.limit if limited else None  # the run's subscription is not a fallback's
     if runtime.retries == 0:  # the default: no retry object to build for every turn
-        async with subscription_slot(runtime.limit):
-            return await runtime.transport.generate(request, scope)
+        async with subscription_slot(limit):
+            return await transport.generate(request, scope)
     failed_launches = 0
 
     def warn(state: RetryCallState) -> None:
@@ -114,8 +161,8 @@ async def _generate(request: ModelRequest, runtime: TurnRuntime, scope: TurnScop
         async for attempt in retrying:
             with attempt:
                 try:
-                    async with subscription_slot(runtime.limit):
-                        reply = await runtime.transport.generate(request, scope)
+                    async with subscription_slot(limit):
+                        reply = await transport.generate(request, scope)
                 except TransientError as exc:
                     failed_launches += exc.launches
                     raise
@@ -186,6 +233,7 @@ def _log_decision(record: TurnRecord) -> None:
     parts.append(
         f"seconds {record.seconds:.2f} · {reply.usage.shown()}"
         f"{f' · model {reply.usage.model}' if reply.usage.model else ''} · launches {reply.stats.launches}{retries}"
+        f"{f' · answered by {record.answered_by}' if record.answered_by else ''}"
     )
     get_run_logger().info("%s", " · ".join(parts))
 

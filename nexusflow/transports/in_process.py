@@ -10,7 +10,7 @@ from typing import Any
 import anyio.to_thread
 from pydantic import ValidationError
 
-from ..errors import ModelError, model_generate_raised, model_reply_invalid, model_reply_unusable
+from ..errors import ModelError, QuotaExhausted, model_generate_raised, model_reply_invalid, model_reply_unusable
 from ..messages import ModelReply, ModelRequest
 from .base import Log, TransportFactory, TurnScope
 
@@ -71,7 +71,7 @@ class InProcessTransport:
                 value = await anyio.to_thread.run_sync(self._generate, request)
                 if inspect.isawaitable(value):
                     value = await value
-        except ModelError:
+        except (ModelError, QuotaExhausted):  # a model of your own may say its quota is spent
             raise
         except Exception as exc:
             raise model_generate_raised(exc, transient=_is_transient(exc)) from exc

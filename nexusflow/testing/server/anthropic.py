@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .provider import Api, Provider, error_kind, last_user_message, sse
+from .provider import Api, Provider, error_kind, last_user_message, seconds_until, sse
 from .replies import ScriptedCall, ScriptedReply
 
 
@@ -30,6 +30,19 @@ class Anthropic(Provider):
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": error_kind(status)[0], "message": message}}
+
+    def quota_answer(self, message: str, resets_at: float | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """A subscription's unified limit rejected, as Claude Code reads it (``x-should-retry``
+        stops its ten retries)."""
+        headers = {
+            "x-should-retry": "false",
+            "anthropic-ratelimit-unified-status": "rejected",
+            "anthropic-ratelimit-unified-representative-claim": "five_hour",
+        }
+        if resets_at is not None:
+            headers["anthropic-ratelimit-unified-reset"] = str(round(resets_at))
+            headers["retry-after"] = str(seconds_until(resets_at))
+        return self.error_body(429, message), headers
 
     def _blocks(self, reply: ScriptedReply, calls: list[ScriptedCall], n: int) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []

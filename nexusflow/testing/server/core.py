@@ -217,6 +217,9 @@ class ScriptedModelServer:
         reply = ScriptedReply.say(self.side_text) if side else self._next()
         if reply.delay:
             await anyio.sleep(reply.delay)
+        if reply.quota:
+            body, quota_headers = provider.quota_answer(reply.error or "usage limit reached", reply.resets_at)
+            return JSONResponse(body, status_code=429, headers=quota_headers)
         if reply.status != 200:
             return _error(provider, reply.status, reply.error or "error")
         model = str(body.get("model") or provider.path_model(path) or self.model)

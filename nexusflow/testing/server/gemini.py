@@ -8,7 +8,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .provider import Api, Provider, error_kind, sse
+from .provider import Api, Provider, error_kind, seconds_until, sse
 from .replies import ScriptedCall, ScriptedReply
 
 
@@ -42,6 +42,26 @@ class Gemini(Provider):
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"error": {"code": status, "message": message, "status": error_kind(status)[1]}}
+
+    def quota_answer(self, message: str, resets_at: float | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """A per-day quota spent, which Gemini CLI takes as terminal (a per-minute one it retries)."""
+        details: list[dict[str, Any]] = [
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [
+                    {
+                        "quotaMetric": "generativelanguage.googleapis.com/generate_content_requests",
+                        "quotaId": "GenerateRequestsPerDayPerProjectPerModel",
+                    }
+                ],
+            }
+        ]
+        if resets_at is not None:
+            details.append(
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{seconds_until(resets_at)}s"}
+            )
+        error = {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED", "details": details}
+        return {"error": error}, {}
 
     def whole(self, reply: ScriptedReply, calls: list[ScriptedCall], model: str, n: int) -> dict[str, Any]:
         parts: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []

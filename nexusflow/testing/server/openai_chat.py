@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .provider import Api, Provider, error_kind, last_user_message, sse
+from .provider import Api, Provider, error_kind, last_user_message, seconds_until, sse
 from .replies import ScriptedCall, ScriptedReply
 
 _USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
@@ -33,6 +33,11 @@ class OpenAIChat(Provider):
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"error": {"message": message, "type": error_kind(status)[0], "code": None, "param": None}}
+
+    def quota_answer(self, message: str, resets_at: float | None) -> tuple[dict[str, Any], dict[str, str]]:
+        error = {"message": message, "type": "insufficient_quota", "code": "insufficient_quota", "param": None}
+        headers = {} if resets_at is None else {"retry-after": str(seconds_until(resets_at))}
+        return {"error": error}, headers
 
     def _calls(self, calls: list[ScriptedCall], n: int) -> list[dict[str, Any]]:
         return [

@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .provider import Api, Provider, error_kind, last_user_message, sse
+from .provider import Api, Provider, error_kind, last_user_message, seconds_until, sse
 from .replies import ScriptedCall, ScriptedReply
 
 
@@ -32,6 +32,13 @@ class OpenAIResponses(Provider):
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"error": {"message": message, "type": error_kind(status)[0], "code": None, "param": None}}
+
+    def quota_answer(self, message: str, resets_at: float | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """A ChatGPT plan's usage limit, as the Codex backend answers it (Codex does not retry it)."""
+        error: dict[str, Any] = {"type": "usage_limit_reached", "message": message, "plan_type": "plus"}
+        if resets_at is not None:
+            error |= {"resets_at": round(resets_at), "resets_in_seconds": seconds_until(resets_at)}
+        return {"error": error}, {}
 
     def _items(self, reply: ScriptedReply, calls: list[ScriptedCall], n: int) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []

@@ -5,6 +5,7 @@ quirks live in one module."""
 from __future__ import annotations
 
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -26,6 +27,10 @@ def error_kind(status: int) -> tuple[str, str]:
     """(Anthropic and OpenAI error type, Gemini status) for an HTTP status."""
     default = ("api_error", "INTERNAL") if status >= 500 else ("invalid_request_error", "INVALID_ARGUMENT")
     return _ERROR_TYPES.get(status, default)
+
+
+def seconds_until(resets_at: float) -> int:
+    return max(0, round(resets_at - time.time()))
 
 
 def sse(event: str | None, data: Any) -> str:
@@ -61,6 +66,10 @@ class Provider(ABC):
 
     @abstractmethod
     def error_body(self, status: int, message: str) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def quota_answer(self, message: str, resets_at: float | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """The body and headers of this provider's 429 for a spent quota window."""
 
     @abstractmethod
     def whole(self, reply: ScriptedReply, calls: list[ScriptedCall], model: str, n: int) -> dict[str, Any]:

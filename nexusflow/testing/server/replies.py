@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -24,6 +25,8 @@ class ScriptedReply(BaseModel):
     status: int = 200
     error: str | None = None
     delay: float = Field(default=0.0, ge=0, description="Seconds to wait before answering (a slow model).")
+    quota: bool = Field(default=False, description="The 429 says the subscription's window is spent.")
+    resets_at: float | None = Field(default=None, description="When that window resets (Unix seconds), if said.")
 
     @classmethod
     def say(cls, text: str) -> ScriptedReply:
@@ -38,6 +41,14 @@ class ScriptedReply(BaseModel):
     @classmethod
     def fail(cls, status: int, message: str) -> ScriptedReply:
         return cls(status=status, error=message)
+
+    @classmethod
+    def quota_reached(cls, resets_in: float | None = None, message: str = "usage limit reached") -> ScriptedReply:
+        """The provider's own answer to a spent subscription window: a 429 in its shape, with
+        the headers and fields its CLIs read the reset time from, and that tell them not to
+        retry (a real window lasts hours: a CLI that retried would only burn the test's time)."""
+        resets_at = None if resets_in is None else time.time() + resets_in
+        return cls(status=429, error=message, quota=True, resets_at=resets_at)
 
     @classmethod
     def slow(cls, seconds: float, text: str = "late") -> ScriptedReply:

@@ -16,6 +16,7 @@ from ..._env import expand_all
 from ...errors import (
     CliError,
     CliTransientError,
+    QuotaExhausted,
     cli_empty_reply,
     cli_exit,
     cli_malformed_reply,
@@ -161,6 +162,8 @@ class CliTransport:
         reported = READERS[style.report](stdout, stderr) if style.report is not None else Reported(Usage())
         if finished.code != 0:
             said = reported.error or (stderr if stderr.strip() else self._said(stdout))
+            if reported.quota is not None:
+                raise QuotaExhausted(style.name, reported.quota.resets_at, said)
             raise cli_exit(finished.code, said)
         answering = style.report in ANSWERS
         for marker in style.error_markers:
@@ -168,6 +171,8 @@ class CliTransport:
                 if marker in stream:
                     raise cli_reported_error(stream[stream.index(marker) :])
         if reported.error is not None and not (reported.text or "").strip():
+            if reported.quota is not None:
+                raise QuotaExhausted(style.name, reported.quota.resets_at, reported.error)
             raise cli_reported_error(reported.error)
         if answering:
             if reported.text is None:
