@@ -38,6 +38,7 @@ RUN_HERE: dict[str, str] = {
     "tool-policies": "",
     "model-retries": "completed 1 2\n",
     "budgets": "failed budget: session budget-demo spent $0.03 of $0.03 (max_cost_usd)\n",
+    "quota": "completed answered by the backup\n",
     "typed-output": "2 1\n",
     "compose-as-tool": 'revised after {"approved":true,"advice":"Shorter."}\n',
     "compose-map": (
@@ -54,6 +55,7 @@ ON_PURPOSE: dict[str, list[str]] = {
     "model-retries": [r"model: transient error, retry 1 of 2"],
     "compose-map": [r"no such topic", r"^Traceback \(most recent call last\):$"],
     "budgets": [r"budget: session budget-demo spent", r"^Traceback \(most recent call last\):$"],
+    "quota": [r"quota: my-api limit reached \(reset time unknown\): monthly tokens used up; the turn goes to"],
 }
 """The noise a block causes on purpose: a retried model error, a member's model that raises,
 the turn a budget refuses."""
