@@ -101,6 +101,15 @@ class Client(Generic[OutputT]):
         self.name = name
         """Who answers (a CLI's style, or ``in-process``): what a turn a fallback answered names."""
 
+    def with_options(self, **options: Any) -> Client[OutputT]:
+        """This client with some options changed, for a run or a few, checked as the client's
+        own were: ``client.with_options(max_cost_usd=0.5).run(...)`` gives that run its own
+        budget. The client itself is unchanged."""
+        merged = {name: getattr(self.options, name) for name in ClientOptions.model_fields} | options
+        model, subscription, output_type = merged.pop("model"), merged.pop("subscription"), merged.pop("output_type")
+        checked = client_options("with_options", model, subscription, output_type, merged)
+        return Client(self.transport, checked, self.name)
+
     @overload
     async def run(
         self,

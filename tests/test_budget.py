@@ -10,6 +10,7 @@ import pytest
 
 from nexusflow import RunResult, Toolkit, Usage, create_in_process_client, tool
 from nexusflow.budget import spent
+from nexusflow.errors import ArgumentError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
@@ -66,6 +67,27 @@ async def test_a_token_budget_stops_the_run_before_its_next_turn(session_id):
     assert result.metrics.turns == 2 and result.metrics.usage == Usage(
         input_tokens=200, output_tokens=20, cost_usd=0.02
     )
+
+
+async def test_one_run_gets_a_budget_of_its_own_and_the_client_keeps_none(session_id):
+    client = create_in_process_client(
+        lambda request: {"tool_calls": [{"name": "step", "arguments": {}}], "usage": CENT}
+    )
+
+    @tool
+    def step() -> str:
+        """A step."""
+        return "done"
+
+    bounded = client.with_options(max_cost_usd=0.02)
+    result = await bounded.run("go", Toolkit([step]), session_id=session_id)
+    assert result.status == "failed" and result.error_type == "BudgetExceeded", result.error
+    assert result.error == f"budget: session {session_id} spent $0.02 of $0.02 (max_cost_usd)"
+    assert client.options.max_cost_usd is None and bounded.options.max_turns == client.options.max_turns
+    with pytest.raises(ArgumentError, match="^with_options: max_cost_usd: input should be greater than 0"):
+        client.with_options(max_cost_usd=0)
+    with pytest.raises(ArgumentError, match="^with_options: max_turn is not an option"):
+        client.with_options(max_turn=3)
 
 
 @pytest.mark.slow
