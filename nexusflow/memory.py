@@ -108,6 +108,9 @@ class SessionStatus(BaseModel):
     tool_calls: int = 0
     request: Request | None = None
     error: str | None = None
+    cost_usd: float | None = None
+    """What the session's turns cost, as reported (its replayed turns at what they first cost)."""
+    tokens: int | None = None
 
 
 async def write_status(session_id: str, status: SessionStatus) -> None:

@@ -57,6 +57,9 @@ class SessionInfo(BaseModel):
     tool: str | None = None
     """The tool whose call waits for the answer."""
     error: str | None = None
+    cost_usd: float | None = None
+    """What its turns cost, as reported; None where nothing stated a cost."""
+    tokens: int | None = None
 
 
 class Forgotten(BaseModel):
@@ -115,6 +118,8 @@ async def _info(session_id: str) -> SessionInfo | None:
         tool_calls=status.tool_calls,
         waits_for=request.prompt if request is not None else None,
         tool=request.tool if request is not None else None,
+        cost_usd=status.cost_usd,
+        tokens=status.tokens,
         error=status.error,
     )
 

@@ -239,3 +239,17 @@ def test_the_readme_s_usage_block_runs_on_a_result(capsys):
     metrics = RunMetrics(usage=Usage(input_tokens=20, output_tokens=10), replayed_usage=Usage(input_tokens=5))
     exec(block, {"result": RunResult(status="completed", session_id="s", metrics=metrics)})
     assert capsys.readouterr().out == "20 10 None\ntokens 5 in / ? out · cost $?\n"
+
+
+@pytest.mark.usefixtures("prefect_server")
+async def test_sessions_list_what_each_session_cost_and_unknown_as_unknown(session_id):
+    from nexusflow.sessions import list_sessions
+
+    paid = create_in_process_client(lambda request: {"content": "x", "usage": {"input_tokens": 7, "cost_usd": 0.25}})
+    free = create_in_process_client(lambda request: "y")
+    await paid.run("go", session_id=f"{session_id}-paid")
+    await paid.run("go", session_id=f"{session_id}-paid")  # replayed: paid once, still the session's cost
+    await free.run("go", session_id=f"{session_id}-free")
+    listed = {info.session_id: info for info in await list_sessions()}
+    assert (listed[f"{session_id}-paid"].cost_usd, listed[f"{session_id}-paid"].tokens) == (0.25, 7)
+    assert (listed[f"{session_id}-free"].cost_usd, listed[f"{session_id}-free"].tokens) == (None, None)

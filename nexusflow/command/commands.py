@@ -661,7 +661,7 @@ async def sessions(
         Only sessions idle for longer than this: 7d, 12h, 30m, 90s.
     as_json
         One JSON list on stdout: session_id, state, flow_run_id, updated (ISO 8601), turns,
-        tool_calls, waits_for, tool, error.
+        tool_calls, waits_for, tool, error, cost_usd and tokens (null where nothing reported them).
     """
     idle = duration(older_than) if older_than is not None else None
     use_server()
@@ -669,13 +669,16 @@ async def sessions(
     if as_json:
         print(_SESSIONS.dump_json(found).decode())
         return 0
-    print(f"{'session':<40} {'state':<10} {'updated':<20} {'turns':>5}  {'flow run':<36}  waits for / error")
+    print(
+        f"{'session':<40} {'state':<10} {'updated':<20} {'turns':>5} {'cost':>10}  {'flow run':<36}  waits for / error"
+    )
     for info in found:
         said = info.waits_for or info.error or ""
         updated = info.updated.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        cost = f"${info.cost_usd:.4g}" if info.cost_usd is not None else "?"
         print(
-            f"{info.session_id:<40} {info.state:<10} {updated:<20} {info.turns:>5}  {info.flow_run_id or '':<36}"
-            f"  {said[:80]}"
+            f"{info.session_id:<40} {info.state:<10} {updated:<20} {info.turns:>5} {cost:>10}"
+            f"  {info.flow_run_id or '':<36}  {said[:80]}"
         )
     return 0
 

@@ -289,6 +289,8 @@ def _now() -> datetime:
 
 def _status(outcome: RunResult) -> SessionStatus:
     state = "waiting" if outcome.status == "pending" else outcome.status
+    paid = outcome.metrics.usage + outcome.metrics.replayed_usage
+    known = [figure for figure in (paid.input_tokens, paid.output_tokens) if figure is not None]
     return SessionStatus(
         state=state,
         flow_run_id=outcome.flow_run_id or "",
@@ -297,6 +299,8 @@ def _status(outcome: RunResult) -> SessionStatus:
         tool_calls=outcome.metrics.tool_calls,
         request=outcome.request,
         error=outcome.error,
+        cost_usd=paid.cost_usd,
+        tokens=sum(known) if known else None,
     )
 
 
