@@ -80,12 +80,14 @@ class AgentTool:
                 content=tool_error_arguments(self.name, 'expected {"prompt": "<the task>"}'), is_error=True
             )
         result = await self.client.run(prompt, self.toolkit, session_id=session_id, output_type=self.output_type)
+        spent = result.metrics.usage + result.metrics.replayed_usage
+        cost = spent if spent.reported else None  # the sub-agent's, shown on its call in the summary
         if result.status == "completed":
-            return ToolResult(content=_output_text(result))
+            return ToolResult(content=_output_text(result), usage=cost)
         if result.status == "pending" and result.request is not None:
             waiting = f'error: agent "{self.name}" waits for an answer (session "{result.session_id}"): '
-            return ToolResult(content=waiting + result.request.prompt, is_error=True)
-        return ToolResult(content=f'error: agent "{self.name}" failed: {result.error}', is_error=True)
+            return ToolResult(content=waiting + result.request.prompt, is_error=True, usage=cost)
+        return ToolResult(content=f'error: agent "{self.name}" failed: {result.error}', is_error=True, usage=cost)
 
 
 def _output_text(result: RunResult[Any]) -> str:

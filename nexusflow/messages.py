@@ -315,6 +315,8 @@ class ToolResult(BaseModel):
     content: Text
     is_error: bool = False
     pending: Request | None = None
+    usage: Usage | None = None
+    """What a sub-agent's run cost (an agent used as a tool), for the summary; never sent to the model."""
 
 
 class RunMetrics(BaseModel):

@@ -169,3 +169,18 @@ async def test_a_run_over_within_its_first_interval_writes_no_progress(session_i
 
     assert await finish(3600) is False
     assert await finish(0) is True
+
+
+async def test_the_summary_shows_what_each_sub_agent_cost_on_its_call(session_id):
+    def reviewer_model(request: object) -> dict[str, object]:
+        return {"content": "fine", "usage": {"input_tokens": 40, "output_tokens": 4, "cost_usd": 0.03}}
+
+    reviewer = create_in_process_client(reviewer_model).as_tool(name="reviewer", description="Review.")
+    parent = create_in_process_client(
+        ScriptedModel([{"tool_calls": [{"name": "reviewer", "arguments": {"prompt": "x"}}]}, "reviewed"])
+    )
+    result = await parent.run("go", Toolkit([reviewer]), session_id=session_id)
+    assert result.status == "completed", result.error
+    markdown = str((await artifact(f"summary-{slug(session_id)}", result.flow_run_id)).data)
+    (row,) = [line for line in markdown.splitlines() if "| tool-0-reviewer |" in line]
+    assert row.endswith("| tokens 40 in / 4 out · cost $0.03 |"), row

@@ -153,7 +153,7 @@ class Steps:
             self.session_id, step, index, key, name, quote(call), quote(self.tools), answer, return_state=True
         )
         record = ToolRecord.model_validate(await state.aresult())
-        replayed = self._record(order, "tool", name, state.name, record.seconds)
+        replayed = self._record(order, "tool", name, state.name, record.seconds, record.result.usage)
         check_stored(name, key, replayed)
         return record, replayed
 
