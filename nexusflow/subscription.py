@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from ._digest import digest
 from .errors import (
     limit_concurrency_invalid,
     limit_name_invalid,
@@ -70,3 +71,10 @@ class SubscriptionLimit(BaseModel):
     @property
     def rate_name(self) -> str:
         return f"nexusflow-subscription-{self.name}-rate"
+
+    @property
+    def quota_name(self) -> str:
+        """The Prefect variable that says until when the subscription's quota is spent
+        (variable names are lower case: a name with capitals gets a digest of itself)."""
+        lower = self.name.lower()
+        return f"nexusflow-quota-{lower}" + (f"-{digest(self.name)[:8]}" if lower != self.name else "")

@@ -206,3 +206,25 @@ def test_the_error_survives_a_round_trip_through_pickle():
     again = pickle.loads(pickle.dumps(exc))
     assert (str(again), again.resets_at, again.style) == (str(exc), NOW, "codex")
     assert str(exc) == "quota: codex limit reached (resets 2026-12-04T15:00:00+00:00): You've hit your usage limit."
+
+
+@pytest.mark.usefixtures("prefect_server")
+async def test_a_subscription_found_spent_is_not_asked_again_by_any_run_before_its_reset(fake, session_id):
+    """One run meets the spent window; a later run of another client naming the same
+    subscription fails at once, its CLI never launched. The state is a Prefect variable."""
+    from prefect.variables import Variable
+
+    name = f"team-{session_id[-12:].lower()}"
+    fake.script({"stdout": CODEX_SPENT, "exit": 1})
+    first = create_cli_client(CliStyles.CODEX, fake.command, "gpt-5", limit=name, max_concurrent=2)
+    met = await first.run("go", session_id=f"{session_id}-a")
+    assert met.error_type == "QuotaExhausted" and len(fake.calls()) == 1
+    stored = await Variable.aget(f"nexusflow-quota-{name}")
+    assert isinstance(stored, dict) and stored["style"] == "codex"
+
+    second = create_cli_client(CliStyles.CODEX, fake.command, "gpt-5", limit=name, per_minute=600)
+    refused = await second.run("go again", session_id=f"{session_id}-b")
+    assert refused.error_type == "QuotaExhausted", refused.error
+    assert refused.error is not None and refused.error.startswith("quota: codex limit reached (resets ")
+    assert f"recorded for subscription {name}" in refused.error
+    assert len(fake.calls()) == 1, "the CLI was not launched again before the reset"

@@ -221,6 +221,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                         budget=spends_from,
                         fallbacks=fallbacks,
                         quota_spent=quota_spent,
+                        quota_wait=options.quota_wait,
                     )
                     await begin(transport)
                     text = await drive(

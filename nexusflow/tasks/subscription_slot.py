@@ -1,16 +1,21 @@
 """A client's subscription limit, as a model turn holds it: a slot of ``max_concurrent``
-(``nexusflow._locks``: freed when its holder crashes, wherever the server lives) and a start
-of ``per_minute`` (a Prefect rate limit, made sure of by ``nexusflow._concurrency``)."""
+(``nexusflow._locks``: freed when its holder crashes, wherever the server lives), a start
+of ``per_minute`` (a Prefect rate limit, made sure of by ``nexusflow._concurrency``), and
+the spent quota a run met, kept until its reset in a Prefect variable, so that no run on any
+worker asks the subscription again before then."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 
 from prefect.concurrency.asyncio import rate_limit
+from prefect.variables import Variable
 
 from .._concurrency import ensure_limit
 from .._locks import slot
+from ..errors import QuotaExhausted
 from ..subscription import SubscriptionLimit
 
 
@@ -38,3 +43,21 @@ async def _concurrent(limit: SubscriptionLimit) -> AsyncIterator[None]:
         return
     async with slot(limit.concurrency_name, limit.max_concurrent):
         yield
+
+
+async def known_spent(limit: SubscriptionLimit) -> None:
+    """Raise the spent quota a run recorded for the subscription, while its window lasts."""
+    value = await Variable.aget(limit.quota_name)
+    if not isinstance(value, dict) or not isinstance(value.get("resets_at"), str):
+        return
+    resets_at = datetime.fromisoformat(value["resets_at"])
+    if resets_at > datetime.now(UTC):
+        said = f"recorded for subscription {limit.name}: {value.get('said') or ''}".strip()
+        raise QuotaExhausted(str(value.get("style") or limit.name), resets_at, said)
+
+
+async def record_spent(limit: SubscriptionLimit, exc: QuotaExhausted, quota_wait: float) -> None:
+    """Keep the spent quota until its reset (``quota_wait`` from now when the CLI said none)."""
+    resets_at = exc.resets_at or datetime.now(UTC) + timedelta(seconds=quota_wait)
+    value = {"style": exc.style, "resets_at": resets_at.isoformat(), "said": exc.said[-300:]}
+    await Variable.aset(limit.quota_name, value, overwrite=True)

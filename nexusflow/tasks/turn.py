@@ -26,7 +26,7 @@ from ..transports.fallback import OWN, Fallbacks
 from .keys import POSITIONAL_KEY
 from .shown import shown
 from .stored import note_unstored
-from .subscription_slot import subscription_slot
+from .subscription_slot import known_spent, record_spent, subscription_slot
 from .tool_call import ToolRecord
 
 MAX_RETRY_WAIT = 60.0
@@ -64,6 +64,8 @@ class TurnRuntime:
     """Asked in order when the turn's quota is spent (``on_quota="fallback"``)."""
     quota_spent: Callable[[QuotaExhausted, str], None] | None = None
     """Told of each spent quota the turn meets, and what happens next (the run's event)."""
+    quota_wait: float = 900.0
+    """How long a spent quota whose reset the CLI did not state is kept for ``limit``."""
 
 
 async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnScope | None = None) -> TurnRecord:
@@ -128,12 +130,32 @@ async def _generate(
     *,
     limited: bool = True,
 ) -> ModelReply:
+    """The transport's ``generate`` under the run's subscription: a quota another run found
+    spent fails the turn before any launch, and one this turn finds spent is recorded for
+    every run until its reset."""
+    limit = runtime.limit if limited else None  # the run's subscription is not a fallback's
+    if limit is not None:
+        await known_spent(limit)
+        try:
+            return await _attempts(request, runtime, transport, scope, limit)
+        except QuotaExhausted as exc:
+            await record_spent(limit, exc, runtime.quota_wait)
+            raise
+    return await _attempts(request, runtime, transport, scope, limit)
+
+
+async def _attempts(
+    request: ModelRequest,
+    runtime: TurnRuntime,
+    transport: ModelTransport,
+    scope: TurnScope | None,
+    limit: SubscriptionLimit | None,
+) -> ModelReply:
     """The transport's ``generate``, tried again on a ``TransientError`` up to
     ``runtime.retries`` times with exponential backoff and jitter. Each attempt holds its
     own slot of the subscription, so a backoff holds none. What the failed attempts cost is
     added to the reply's stats; after the last attempt its error is raised, carrying what
     every attempt launched and how many were retried."""
-    limit = runtime.limit if limited else None  # the run's subscription is not a fallback's
     if runtime.retries == 0:  # the default: no retry object to build for every turn
         async with subscription_slot(limit):
             return await transport.generate(request, scope)
