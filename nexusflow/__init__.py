@@ -1,7 +1,9 @@
 """nexusflow: agent CLIs as tool-calling models, every agent run a Prefect flow."""
 
+import sys
 import warnings
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -263,3 +265,21 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _FlowsJob(ModuleType):
+    """``nexusflow.flows.job``, the deployments' entry point the README of 0.1 named: a
+    ``prefect.yaml`` that still says ``nexusflow.flows.job:agent_job`` keeps working, with a
+    warning. It lives here, in the package that sits above the job, so that ``flows`` never
+    points up at it; Python finds it in ``sys.modules`` before it looks for a file."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "agent_job":
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        warnings.warn(
+            "nexusflow.flows.job:agent_job is deprecated: use nexusflow.job:agent_job", DeprecationWarning, stacklevel=2
+        )
+        return import_module(".job", __name__).agent_job
+
+
+sys.modules.setdefault(f"{__name__}.flows.job", _FlowsJob(f"{__name__}.flows.job"))

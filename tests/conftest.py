@@ -114,6 +114,25 @@ def prefect_server() -> Iterator[str]:
         shutil.rmtree(_HOME, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def events_reach_the_session_server() -> Iterator[None]:
+    """After each test, an events worker bound to another API (a topology's server, a
+    proxy, a closed port) is stopped, so that a new one is made for the next test. Prefect
+    keys its one events worker per process by client type, not by API, so such a worker
+    would send every later test's events, and the task runs the server records from them,
+    to a server that is gone: a later test then waits for task runs that never come (CI
+    saw it in test_compose). Reads the worker's client: Prefect has no public way to ask."""
+    yield
+    from prefect.events.worker import EventsWorker
+
+    url = (os.environ.get("PREFECT_API_URL") or "").rstrip("/")
+    for worker in tuple(EventsWorker._instances.values()):
+        bound = getattr(getattr(worker, "_client", None), "_api_url", None)
+        if isinstance(worker, EventsWorker) and isinstance(bound, str) and bound.rstrip("/") != url:
+            EventsWorker.drain_all(timeout=10)
+            return
+
+
 @pytest.fixture
 def own_events_worker() -> Iterator[None]:
     """For a test that points this process at another API (a proxy): Prefect keeps one
