@@ -22,6 +22,7 @@ def costs_a_cent(text: str):
     return lambda request: {"content": text, "usage": CENT}
 
 
+@pytest.mark.slow  # several runs through the server: the fast tier stays under 90 s
 async def test_sub_agents_and_a_fan_out_spend_from_the_parent_s_budget(session_id):
     reviewer = create_in_process_client(costs_a_cent("fine")).as_tool(name="reviewer", description="Review.")
     checker = create_in_process_client(costs_a_cent("true")).as_tool(name="checker", description="Check.")

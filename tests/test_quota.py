@@ -125,7 +125,7 @@ async def test_a_reset_further_off_than_max_quota_wait_fails_at_once(fake, sessi
 
 @pytest.mark.usefixtures("prefect_server")
 async def test_wait_sleeps_until_the_reset_then_goes_on_and_nothing_runs_twice(fake, session_id):
-    """Turn 0 calls the tool; turn 1 meets a window that resets in 2 s: the run waits, asks
+    """Turn 0 calls the tool; turn 1 meets a window that resets in 1 s: the run waits, asks
     turn 1 again and completes. The tool ran once, the first turn was not asked again."""
     ran: list[str] = []
 
@@ -134,7 +134,7 @@ async def test_wait_sleeps_until_the_reset_then_goes_on_and_nothing_runs_twice(f
         ran.append(what)
         return "noted"
 
-    spent = {"stderr": json.dumps({"error": {"message": "Quota exceeded. Please retry in 2s.", "code": 429}}),
+    spent = {"stderr": json.dumps({"error": {"message": "Quota exceeded. Please retry in 1s.", "code": 429}}),
              "exit": 1}  # fmt: skip
     fake.script(
         styled("gemini", envelope_calls({"id": "c1", "name": "note", "arguments": {"what": "x"}})),
@@ -148,7 +148,7 @@ async def test_wait_sleeps_until_the_reset_then_goes_on_and_nothing_runs_twice(f
     assert result.text == "done"
     assert ran == ["x"]
     assert len(fake.calls()) == 3
-    assert datetime.now(UTC) - started >= timedelta(seconds=1.5), "it waited for the reset"
+    assert datetime.now(UTC) - started >= timedelta(seconds=0.8), "it waited for the reset"
     logs = await flow_run_logs(str(result.flow_run_id), "the run waits until")
     assert any("quota: gemini limit reached (resets " in message for _, message in logs)
 

@@ -166,6 +166,7 @@ async def test_a_holder_that_stood_still_and_lost_its_lock_stops_before_its_next
         await client.delete_global_concurrency_limit_by_name(str(taken[0]))
 
 
+@pytest.mark.slow  # several runs through the server: the fast tier stays under 90 s
 @pytest.mark.usefixtures("own_events_worker")
 async def test_a_lock_delete_refused_with_503_is_retried_by_nexusflow_not_by_prefects_client(session_id, caplog):
     """What a busy SQLite server answers to most let-goes. Prefect's client would wait 2 s

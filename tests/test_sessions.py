@@ -132,6 +132,7 @@ async def test_a_fresh_scripted_model_resumes_a_waiting_run(session_id):
     assert fresh.calls == 1 and deployed == ["api"]
 
 
+@pytest.mark.slow  # several runs through the server: the fast tier stays under 90 s
 def test_ask_resume_and_map_have_sync_twins(session_id):
     deployed.clear()
     toolkit = Toolkit([deploy])

@@ -133,6 +133,7 @@ async def test_names_states_and_logs_of_a_turn_and_its_calls_and_the_replay(sess
     assert all(e.replayed and e.seconds == 0 for e in recorded[1].entries)
 
 
+@pytest.mark.slow  # several runs through the server: the fast tier stays under 90 s
 async def test_secrets_are_redacted_and_long_results_cut_in_a_tool_runs_logs(session_id):
     secret = "sk-nexusflow-test-" + session_id[-8:]
     register(secret)
