@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from nexusflow import ModelRequest, QuotaExhausted, Toolkit, create_cli_client, create_in_process_client
 from nexusflow.errors import ArgumentError
@@ -178,6 +180,11 @@ async def test_fallback_answers_while_the_quota_is_spent_and_says_so(fake, sessi
     assert len(fake.calls()) == 1
     logs = await flow_run_logs(str(result.flow_run_id), "the turn goes to the fallback in-process")
     assert any("quota: claude limit reached" in message for _, message in logs)
+    key = f"summary-{session_id.lower().replace('_', '-')}"
+    async with get_client() as prefect:
+        found = await prefect.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    table = str(found[0].data)
+    assert "| turn-0 (answered by in-process) |" in table and "| turn-1 (answered by in-process) |" in table
 
 
 def test_the_summary_names_the_fallback_that_answered():
