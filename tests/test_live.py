@@ -276,3 +276,24 @@ async def test_a_spent_quota_is_recognised_with_the_reset_the_cli_states(style):
         assert abs((reset - started).total_seconds() - 3600) < 120, result.error
     else:
         assert "(reset time unknown)" in result.error
+
+
+@pytest.mark.parametrize(
+    "style", [CliStyles.CLAUDE, CliStyles.CODEX, CliStyles.GEMINI], ids=["claude", "codex", "gemini"]
+)
+async def test_an_acp_agent_s_spent_quota_is_recognised(style):
+    """Over ACP the agents refuse the prompt: claude's adapter and gemini say the 429 in the
+    error's message, codex's adapter says "Internal error" with the words in its data. (Copilot
+    over ACP answers the error as its reply text, which nexusflow cannot tell from an answer.)"""
+    replies = [ScriptedReply.quota_reached(3600, "scripted quota: usage limit reached")] * 4
+    adapter = ADAPTERS.get(style)
+    async with scripted_cli(style, replies, acp=True) as (server, home, env):
+        client = create_cli_client(style, binary(ONE_SHOT[style]), default_model(style, acp=True),
+                                   transport=Transport.ACP, acp_command=binary(adapter) if adapter else None,
+                                   env=env, workspace=home, cwd=home)  # fmt: skip
+        result = await client.run("Say hello.", session_id=f"live-{uuid.uuid4().hex}")
+        asked = len(server.turns())
+    assert result.status == "failed" and result.error_type == "QuotaExhausted", result.error
+    assert result.error is not None and result.error.startswith(f"quota: {style.value} limit reached (")
+    assert asked == 1
+    assert ("(resets " in result.error) == (style == CliStyles.CODEX), result.error

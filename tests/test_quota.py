@@ -9,12 +9,13 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-from nexusflow import ModelRequest, QuotaExhausted, Toolkit, create_cli_client, create_in_process_client
+from nexusflow import ModelRequest, QuotaExhausted, Toolkit, Transport, create_cli_client, create_in_process_client
 from nexusflow.errors import ArgumentError
 from nexusflow.flows.report import summary
 from nexusflow.flows.steps import StepEntry
-from nexusflow.transports.oneshot.reports import READERS, resets_at
+from nexusflow.transports.oneshot.reports import READERS
 from nexusflow.transports.oneshot.style import CliStyles
+from nexusflow.transports.quota import resets_at
 
 from cli_fixtures import envelope_answer, envelope_calls, styled
 from helpers.prefect_api import flow_run_logs
@@ -235,3 +236,30 @@ async def test_a_subscription_found_spent_is_not_asked_again_by_any_run_before_i
     assert refused.error is not None and refused.error.startswith("quota: codex limit reached (resets ")
     assert f"recorded for subscription {name}" in refused.error
     assert len(fake.calls()) == 1, "the CLI was not launched again before the reset"
+
+
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.parametrize(
+    ("error", "data", "reset"),
+    [
+        ("You have exhausted your daily quota on this model.", None, False),  # gemini --acp, code 429
+        ("Internal error", {"message": "You’ve hit your usage limit. … or try again at 5:42 PM.",
+                            "codexErrorInfo": "usageLimitExceeded"}, True),  # codex-acp
+    ],
+    ids=["in-the-message", "in-its-data"],
+)  # fmt: skip
+async def test_an_acp_agent_s_spent_quota_is_recognised(agent, session_id, error, data, reset):
+    agent.script([[{"error": error, "code": 429 if data is None else -32603, "data": data}]])
+    client = create_cli_client(agent.style, agent.command, transport=Transport.ACP, env=agent.env)
+    result = await client.run("go", session_id=session_id)
+    assert result.status == "failed" and result.error_type == "QuotaExhausted", result.error
+    assert result.error is not None and result.error.startswith("quota: scripted limit reached (")
+    assert ("(resets " in result.error) == reset
+
+
+@pytest.mark.usefixtures("prefect_server")
+async def test_an_acp_rate_limit_that_is_no_spent_window_stays_an_acp_error(agent, session_id):
+    agent.script([[{"error": "Rate limit reached for requests"}]])
+    client = create_cli_client(agent.style, agent.command, transport=Transport.ACP, env=agent.env)
+    result = await client.run("go", session_id=session_id)
+    assert result.error_type == "RemoteError", result.error

@@ -13,8 +13,8 @@ $ACP_AGENT_DIR/script.json says what to do:
 Actions: {"say": text}, {"thought": text}, {"update": {...}}, {"tool": name, "arguments": {},
 "permission": true}, {"shell": command}, {"unauthorized": true}, {"request": method},
 {"notify": method}, {"stderr": line count}, {"malformed": true}, {"sleep": seconds}, {"crash": code}, {"stop": reason},
-{"usage": {...}}, {"after": [update, ...]}, {"error": message, "code": code} (the prompt is answered with that
-JSON-RPC error, -32603 by default), {"flood": byte count} (that many bytes and no newline, raw),
+{"usage": {...}}, {"after": [update, ...]}, {"error": message, "code": code, "data": data} (the prompt is
+answered with that JSON-RPC error, -32603 by default), {"flood": byte count} (that many bytes and no newline, raw),
 {"stderr_flood": byte count} (the same on stderr).
 With --one-shot it is a one-shot CLI instead: it reads a prompt and prints a final answer.
 Sessions are kept in $ACP_AGENT_DIR/sessions.json and prompts are counted in
@@ -325,7 +325,7 @@ class ScriptedAgent:
             elif "after" in action:
                 self.after[session] = action["after"]
             elif "error" in action:
-                raise RequestError(action.get("code", -32603), action["error"])
+                raise RequestError(action.get("code", -32603), action["error"], action.get("data"))
         if cancelled.is_set():
             reply = {"stopReason": "cancelled"}
             log("cancelled", session=session)

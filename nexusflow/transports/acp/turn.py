@@ -17,6 +17,7 @@ from anyio.abc import TaskGroup
 from ...errors import (
     AcpError,
     AcpTransientError,
+    QuotaExhausted,
     RemoteError,
     acp_exited_during_turn,
     acp_prompt_failed,
@@ -38,6 +39,7 @@ from ...messages import (
 )
 from ...suspension import Suspended
 from ..base import TurnScope
+from ..quota import spent_quota
 from ..retry_on import retry_matches
 from .connection import Connection, as_object
 
@@ -204,6 +206,9 @@ class Turns:
                 detail = await self._agent.exit_detail(connection)
                 raise acp_exited_during_turn(detail) from error
             failure = error if isinstance(error, AcpError) else acp_prompt_failed(error)
+            spent = _spent(self.config.style.name, failure)
+            if spent is not None:
+                raise spent from error
             if retry_matches(self.config.retry_on, str(failure)):
                 # The agent refused the prompt: a retry sends it again as it was sent.
                 session.seed, self._has_prompted = seeding, not first
@@ -285,3 +290,14 @@ async def _first_of(*events: anyio.Event) -> None:
     async with anyio.create_task_group() as group:
         for event in events:
             group.start_soon(wait, event, group.cancel_scope)
+
+
+def _spent(style: str, failure: AcpError) -> QuotaExhausted | None:
+    """A prompt the agent refused because its quota is spent: the error's message, or its
+    ``data.message`` (codex-acp says only "Internal error" and puts the words there)."""
+    if not isinstance(failure, RemoteError):
+        return None
+    data = failure.data if isinstance(failure.data, dict) else {}
+    said = " ".join(part for part in (str(failure), data.get("message")) if isinstance(part, str))
+    quota = spent_quota(said)
+    return QuotaExhausted(style, quota.resets_at, said) if quota is not None else None

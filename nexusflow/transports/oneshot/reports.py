@@ -10,22 +10,14 @@ Shapes were read from the pinned CLIs against the scripted model server (``.ci/a
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, NamedTuple, NoReturn
 
 from ...errors import cli_output_lacks_field, cli_output_not_json
 from ...messages import Usage
+from ..quota import EPOCH, Quota, resets_at, spent_quota
 
 ReportName = Literal["claude", "codex", "gemini", "copilot", "opencode", "goose"]
-
-
-class Quota(NamedTuple):
-    """The CLI said its subscription's window is spent."""
-
-    resets_at: datetime | None = None
-    """When it said the window resets; None when it did not say."""
 
 
 class Reported(NamedTuple):
@@ -82,48 +74,13 @@ def _message(value: Any) -> str | None:
     return inner if isinstance(inner, str) and inner.strip() else value
 
 
-_EPOCH = re.compile(r"limit reached\|(\d{10})\b")
-_IN = re.compile(r"(?:retry|try again|resets?) in (\d+(?:\.\d+)?) ?s(?:ec(?:ond)?s?)?\b", re.IGNORECASE)
-_AT = re.compile(r"(?:try again at|resets?(?: at)?) (\d{1,2})(?::(\d\d))? ?([ap]m)\b", re.IGNORECASE)
-
-
-def resets_at(said: str, now: datetime | None = None) -> datetime | None:
-    """The reset time a CLI's message states, in UTC: an epoch (Claude Code's
-    ``limit reached|1733338800``), a delay (``retry in 30s``), or a clock time on this
-    machine's clock (``try again at 4:41 PM``, ``resets 3pm``: the next such time)."""
-    now = now or datetime.now(UTC)
-    if found := _EPOCH.search(said):
-        return datetime.fromtimestamp(int(found.group(1)), UTC)
-    if found := _IN.search(said):
-        return now + timedelta(seconds=float(found.group(1)))
-    if found := _AT.search(said):
-        hour = int(found.group(1)) % 12 + (12 if found.group(3).lower() == "pm" else 0)
-        local = now.astimezone()
-        at = local.replace(hour=hour, minute=int(found.group(2) or 0), second=0, microsecond=0)
-        return (at if at > local else at + timedelta(days=1)).astimezone(UTC)
-    return None
-
-
-_SPENT = re.compile(
-    r"usage limit|limit reached|hit your (?:usage )?limit|exhausted your .*quota|quota exceeded|resource.?exhausted"
-    r"|\b429\b",
-    re.IGNORECASE,
-)
-
-
-def _quota(said: str | None) -> Quota | None:
-    """A spent window, from what the CLI said once it gave up (its own retries done): its
-    limit message, or the provider's 429 as it reports it."""
-    return Quota(resets_at(said)) if said and _SPENT.search(said) else None
-
-
 def _claude(stdout: str, stderr: str) -> Reported:
     """``--output-format json``: one result object; ``modelUsage`` is keyed by model."""
     result = _object(stdout)
     usage = _dict(result.get("usage"))
     models = list(_dict(result.get("modelUsage")))
     said = result.get("result") if result.get("is_error") is True and isinstance(result.get("result"), str) else None
-    spent = result.get("api_error_status") == 429 or (said is not None and _EPOCH.search(said) is not None)
+    spent = result.get("api_error_status") == 429 or (said is not None and EPOCH.search(said) is not None)
     return Reported(
         Usage(
             input_tokens=_count(usage.get("input_tokens")),
@@ -154,7 +111,7 @@ def _codex(stdout: str, stderr: str) -> Reported:
                 cache_read_tokens=_count(figures.get("cached_input_tokens")),
                 cache_write_tokens=_count(figures.get("cache_write_input_tokens")),
             )
-    return Reported(usage, error=error, quota=_quota(error))
+    return Reported(usage, error=error, quota=spent_quota(error))
 
 
 def _gemini(stdout: str, stderr: str) -> Reported:
@@ -172,7 +129,7 @@ def _gemini(stdout: str, stderr: str) -> Reported:
     # A failure is a JSON object after the stack trace on stderr.
     failure = _dict(_object(stderr[stderr.rfind("\n{") + 1 :]).get("error")) if "{" in stderr else {}
     error = _message(failure.get("message"))
-    spent = failure.get("code") == 429 or _quota(error) is not None
+    spent = failure.get("code") == 429 or spent_quota(error) is not None
     return Reported(usage, error=error, quota=Quota(resets_at(error or "")) if spent else None)
 
 
@@ -191,7 +148,7 @@ def _copilot(stdout: str, stderr: str) -> Reported:
             if isinstance(content, str) and content.strip():
                 text = content
                 model = data.get("model") if isinstance(data.get("model"), str) else model
-    return Reported(Usage(model=model), text, error, _quota(error))
+    return Reported(Usage(model=model), text, error, spent_quota(error))
 
 
 def _opencode(stdout: str, stderr: str) -> Reported:
