@@ -170,3 +170,15 @@ def test_an_agent_jobs_parameters_left_out_take_the_environment() -> None:
     assert {name: defaults[name] for name in ("max_turns", "transport", "wait", "wait_timeout")} == dict.fromkeys(
         ("max_turns", "transport", "wait", "wait_timeout")
     )
+
+
+def test_the_quota_policy_is_set_by_the_environment_and_a_bad_one_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NEXUSFLOW_ON_QUOTA", "wait")
+    monkeypatch.setenv("NEXUSFLOW_MAX_QUOTA_WAIT", "600")
+    options = create_in_process_client(answer).options
+    assert (options.on_quota, options.max_quota_wait) == ("wait", 600.0)
+    assert create_in_process_client(answer, on_quota="fail").options.on_quota == "fail"
+    monkeypatch.setenv("NEXUSFLOW_ON_QUOTA", "retry")
+    with pytest.raises(ArgumentError) as refused:
+        create_in_process_client(answer)
+    assert str(refused.value).startswith("NEXUSFLOW_ON_QUOTA: input should be 'fail', 'wait' or 'fallback'")
