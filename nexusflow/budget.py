@@ -85,7 +85,7 @@ async def holder(session_id: str) -> Holder | None:
 def _over(spent: Usage, budget: Budget) -> str | None:
     if budget.max_cost_usd is not None and (spent.cost_usd or 0.0) >= budget.max_cost_usd:
         return f"${spent.cost_usd or 0:.6g} of ${budget.max_cost_usd:.6g} (max_cost_usd)"
-    tokens = (spent.input_tokens or 0) + (spent.output_tokens or 0)
+    tokens = spent.tokens or 0
     if budget.max_tokens is not None and tokens >= budget.max_tokens:
         return f"{tokens} of {budget.max_tokens} tokens (max_tokens)"
     return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ._secrets import redact
@@ -293,6 +293,10 @@ class QuotaExhausted(NexusflowError):
         when = f"resets {resets_at.isoformat(timespec='seconds')}" if resets_at is not None else "reset time unknown"
         text = redact(said).strip()[-300:]
         super().__init__(f"quota: {style} limit reached ({when})" + (f": {text}" if text else ""))
+
+    def reset_after(self, wait: float) -> datetime:
+        """When to ask again: the reset the CLI stated, else ``wait`` seconds from now."""
+        return self.resets_at or datetime.now(UTC) + timedelta(seconds=wait)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (QuotaExhausted, (self.style, self.resets_at, self.said))

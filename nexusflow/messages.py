@@ -222,6 +222,11 @@ class Usage(BaseModel):
         """Whether any token figure was reported."""
         return self.input_tokens is not None or self.output_tokens is not None
 
+    @property
+    def tokens(self) -> int | None:
+        """Tokens in and out together, as reported; None when neither was."""
+        return (self.input_tokens or 0) + (self.output_tokens or 0) if self.reported else None
+
     def __add__(self, other: Usage) -> Usage:
         def add(a: Any, b: Any) -> Any:
             return b if a is None else a if b is None else a + b

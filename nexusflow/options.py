@@ -4,7 +4,7 @@ client so that flows and tasks never import the client."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -13,15 +13,12 @@ from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
 from .memory import ConversationStore
 from .messages import Answer, Request
 from .policies import ToolPolicy
-from .settings import CLIENT_FIELDS, environment_defaults
+from .settings import CLIENT_FIELDS, OnQuota, environment_defaults
 from .subscription import SubscriptionLimit
 from .task_config import TaskConfig
 
 WaitFor = Callable[[Request], Awaitable[Answer]]
 """Resolves a suspended call's request: see ``nexusflow.waits`` for the built-in ones."""
-
-OnQuota = Literal["fail", "wait", "fallback"]
-"""What a run does when its CLI says the subscription's window is spent (``QuotaExhausted``)."""
 
 
 class ClientOptions(BaseModel):

@@ -19,6 +19,9 @@ from .errors import setting_not_a_pattern_list, setting_refused
 
 ENV_PREFIX = "NEXUSFLOW_"
 
+OnQuota = Literal["fail", "wait", "fallback"]
+"""What a run does when its CLI says the subscription's window is spent (``QuotaExhausted``)."""
+
 Wait = Literal["suspend", "pause", "none"]
 """How a run gets the answer to a request: ``suspend`` (the run waits without a process: a
 deployment's), ``pause`` (the process waits), ``none`` (the run ends ``pending``)."""
@@ -40,7 +43,7 @@ class NexusflowSettings(BaseSettings):
         default=1.0, ge=0, description="Seconds before the first retry; doubled each time, plus jitter, capped."
     )
     output_retries: int = Field(default=2, ge=0, description="How many invalid final answers are sent back.")
-    on_quota: Literal["fail", "wait", "fallback"] = Field(
+    on_quota: OnQuota = Field(
         default="fail", description="A spent quota window: fail, wait for its reset, or ask the fallback clients."
     )
     max_quota_wait: float = Field(

@@ -291,7 +291,6 @@ def _now() -> datetime:
 def _status(outcome: RunResult) -> SessionStatus:
     state = "waiting" if outcome.status == "pending" else outcome.status
     paid = outcome.metrics.usage + outcome.metrics.replayed_usage
-    known = [figure for figure in (paid.input_tokens, paid.output_tokens) if figure is not None]
     return SessionStatus(
         state=state,
         flow_run_id=outcome.flow_run_id or "",
@@ -301,7 +300,7 @@ def _status(outcome: RunResult) -> SessionStatus:
         request=outcome.request,
         error=outcome.error,
         cost_usd=paid.cost_usd,
-        tokens=sum(known) if known else None,
+        tokens=paid.tokens,
     )
 
 

@@ -4,7 +4,7 @@ it is asked again after the reset, and the finished steps before it replay."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import anyio
 from prefect.client.orchestration import get_client
@@ -25,9 +25,8 @@ def reset_of(exc: QuotaExhausted, options: ClientOptions) -> datetime | None:
     reset the CLI stated, else ``quota_wait`` from now; none further off than ``max_quota_wait``."""
     if options.on_quota != "wait":
         return None
-    now = datetime.now(UTC)
-    until = exc.resets_at or now + timedelta(seconds=options.quota_wait)
-    return until if (until - now).total_seconds() <= options.max_quota_wait else None
+    until = exc.reset_after(options.quota_wait)
+    return until if (until - datetime.now(UTC)).total_seconds() <= options.max_quota_wait else None
 
 
 async def wait_until(until: datetime) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from prefect.concurrency.asyncio import rate_limit
 from prefect.variables import Variable
@@ -58,6 +58,5 @@ async def known_spent(limit: SubscriptionLimit) -> None:
 
 async def record_spent(limit: SubscriptionLimit, exc: QuotaExhausted, quota_wait: float) -> None:
     """Keep the spent quota until its reset (``quota_wait`` from now when the CLI said none)."""
-    resets_at = exc.resets_at or datetime.now(UTC) + timedelta(seconds=quota_wait)
-    value = {"style": exc.style, "resets_at": resets_at.isoformat(), "said": exc.said[-300:]}
+    value = {"style": exc.style, "resets_at": exc.reset_after(quota_wait).isoformat(), "said": exc.said[-300:]}
     await Variable.aset(limit.quota_name, value, overwrite=True)
