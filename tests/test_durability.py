@@ -263,12 +263,7 @@ def _check(outcomes: dict[int, dict[str, str]]) -> int:
     return sum(outcome["status"] == "completed" for outcome in outcomes.values())
 
 
-@pytest.mark.slow
-def test_twenty_runs_at_once_in_one_process(session_id):
-    done = subprocess.run(
-        [sys.executable, str(HELPERS / "many_runs.py"), "20", session_id], capture_output=True, text=True, timeout=600
-    )
-    assert _check(_outcomes(done, 20)) == 20
+# Many runs at once in one process: test_sessions.py (thirty sessions, twenty at once).
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from prefect.utilities.asyncutils import run_coro_as_sync
 from nexusflow import Answer, ModelRequest, Toolkit, create_in_process_client, current_answer, suspend, tool
 from nexusflow.errors import ResumeError
 from nexusflow.memory import SessionStore
+from nexusflow._lease import lock_name
 from nexusflow.sessions import _info
 from nexusflow.testing import ScriptedModel
 
@@ -378,14 +379,35 @@ def test_prune_removes_the_idle_sessions_of_the_states_it_is_given(asking, sessi
 
 @pytest.mark.slow
 async def test_thirty_finished_sessions_leave_no_session_lock(session_id):
-    """Ten at a time, so that locks are taken and let go side by side (a hundred cost a
-    minute of CI and found nothing thirty do not; the soak of many runs is benchmarks')."""
-    client = create_in_process_client(lambda request: "ok")
-    results = await client.map([f"run {n}" for n in range(30)], max_concurrency=10, session_id=session_id)
-    assert [result.status for result in results] == ["completed"] * 30
+    """Twenty at once in one process, then the last ten, each with a tool call: locks are
+    taken and let go side by side, and no run reads another's result (a hundred cost a
+    minute of CI and found nothing thirty do not; the soak of many runs is benchmarks').
+    Only these runs' locks count: a run killed by an earlier test leaves its lock for its
+    resume."""
+
+    @tool
+    def double(n: int) -> int:
+        """Double a number."""
+        return n * 2
+
+    def model(request: ModelRequest) -> dict[str, object] | str:
+        n = int(next(m.content for m in request.messages if m.role == "user").split()[-1])
+        if request.messages[-1].role == "user":
+            return {"tool_calls": [{"name": "double", "arguments": {"n": n}}]}
+        return f"run {n} -> {request.messages[-1].content}"
+
+    client = create_in_process_client(model)
+    async with await Toolkit.load(tools=[double]) as toolkit:
+        results = await client.map([f"run {n}" for n in range(30)], toolkit, max_concurrency=20, session_id=session_id)
+    assert [result.status for result in results] == ["completed"] * 30, [result.error for result in results]
+    assert [result.text for result in results] == [f"run {n} -> {n * 2}" for n in range(30)]
+    ours = {lock_name(result.session_id) for result in results if result.session_id}
+    assert len(ours) == 30
+    limits = []
     async with get_client() as prefect:
-        limits = await prefect.read_global_concurrency_limits(limit=200)
-    assert [limit.name for limit in limits if limit.name.startswith("nexusflow-session-")] == []
+        while page := await prefect.read_global_concurrency_limits(limit=200, offset=len(limits)):
+            limits += page
+    assert [limit.name for limit in limits if limit.name in ours] == []
 
 
 SLOW_TOOL = '''
