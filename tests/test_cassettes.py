@@ -4,10 +4,12 @@ fails with the pinned error and a diff; nothing secret or machine-bound reaches 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import stat
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -272,3 +274,11 @@ async def test_a_mismatch_is_a_cassette_mismatch(fake, claude_on_path, tmp_path,
     assert caught.value.turn == 3
     assert str(caught.value) == f"cassette: {tmp_path / 'c.json'} has no recording for turn 3; it holds no launch"
     assert fake.calls() == []
+
+
+def test_the_plugin_is_registered_as_pytest_documents_for_a_package():
+    """A ``pytest11`` entry point: installing nexusflow loads the marker and the fixture."""
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    (module,) = project["entry-points"]["pytest11"].values()
+    plugin = importlib.import_module(module)
+    assert callable(plugin.pytest_configure) and hasattr(plugin, "nexusflow_cassette")
