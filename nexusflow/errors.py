@@ -968,8 +968,17 @@ def cassette_missing(path: object) -> CassetteError:
     )
 
 
-def cassette_unreadable(path: object, why: str) -> CassetteError:
+def cassette_unreadable(path: object, exc: OSError | UnicodeDecodeError) -> CassetteError:
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return CassetteError(f"cassette: {path} cannot be read: {why}")
+
+
+def cassette_not_json(path: object, exc: json.JSONDecodeError) -> CassetteError:
+    return CassetteError(f"cassette: {path} is not JSON: {exc.msg} at line {exc.lineno}")
+
+
+def cassette_invalid(path: object, exc: ValidationError) -> CassetteError:
+    return CassetteError(f"cassette: {path} is not a cassette: {_problems(exc)}")
 
 
 def cassette_version(path: object, version: object, ours: int) -> CassetteError:

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import stat
+import tempfile
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from nexusflow import CassetteError, CassetteMismatch, CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.testing import Cassette
+from nexusflow.transports.cassette import Scrub
 
 from cli_fixtures import FAKE_CLI, FakeCli, envelope_answer, envelope_calls, styled
 from helpers.prefect_api import task_runs
@@ -241,12 +243,26 @@ def test_the_environment_sets_the_mode_an_argument_leaves_out(tmp_path, monkeypa
         Cassette(path)
 
 
-def test_a_cassette_of_another_version_is_refused(tmp_path):
+def test_a_file_that_is_not_a_cassette_of_this_version_is_refused(tmp_path):
     path = tmp_path / "c.json"
-    path.write_text(json.dumps({"version": 2, "launches": []}))
-    with pytest.raises(CassetteError) as caught:
-        Cassette(path)
-    assert str(caught.value) == f"cassette: {path} is version 2; this nexusflow reads version 1: record it again"
+    for content, message in [
+        (json.dumps({"version": 2, "launches": []}), "is version 2; this nexusflow reads version 1: record it again"),
+        ("{", "is not JSON: Expecting property name enclosed in double quotes at line 1"),
+        (json.dumps({"version": 1, "launches": [{"turn": 0}]}), "is not a cassette: launches.0.asked: Field required"),
+    ]:
+        path.write_text(content)
+        with pytest.raises(CassetteError) as caught:
+            Cassette(path)
+        assert str(caught.value).startswith(f"cassette: {path} {message}"), str(caught.value)
+
+
+def test_places_end_where_a_path_component_ends():
+    scrub = Scrub({"<home>": "/home/al"})
+    assert scrub.safe("/home/al/x, /home/alice, /home/al") == "<home>/x, /home/alice, <home>"
+    assert scrub.restore("<home>/x") == "/home/al/x"
+    temporary = tempfile.gettempdir()
+    assert scrub.stable(f"{temporary}/pytest-7/a b /var{temporary}/keep") == f"<tmp> b /var{temporary}/keep"
+    assert scrub.stable("at 2026-12-04T18:11:12.264407+00:00 and 2026-12-04 18:11") == "at <timestamp> and <timestamp>"
 
 
 async def test_a_cassette_refuses_the_acp_transport(tmp_path, session_id):

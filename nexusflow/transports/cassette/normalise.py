@@ -40,7 +40,7 @@ class Scrub:
         kept = sorted(((name, value) for name, value in places.items() if len(value) > 1), key=lambda p: -len(p[1]))
         self._places = [(name, re.compile(re.escape(value) + _END), value) for name, value in kept]
         self._secrets = sorted({value for value in secrets if len(value) >= 4}, key=len, reverse=True)
-        self._temporary = re.compile(re.escape(tempfile.gettempdir().rstrip("/")) + r"/[^\s\"'`]*")
+        self._temporary = re.compile(r"(?<![\w./-])" + re.escape(tempfile.gettempdir().rstrip("/")) + r"/[^\s\"'`]*")
 
     def safe(self, text: str) -> str:
         """Secrets masked, places replaced: what an answer is stored as."""

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ...errors import cassette_unreadable, cassette_version
+from ...errors import cassette_invalid, cassette_not_json, cassette_unreadable, cassette_version
 
 VERSION: Literal[1] = 1
 
@@ -64,16 +64,16 @@ class CassetteFile(BaseModel):
 def read(path: Path) -> CassetteFile:
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise cassette_unreadable(path, str(exc)) from exc
     except json.JSONDecodeError as exc:
-        raise cassette_unreadable(path, f"not JSON: {exc.msg} at line {exc.lineno}") from exc
+        raise cassette_not_json(path, exc) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise cassette_unreadable(path, exc) from exc
     if not isinstance(data, dict) or data.get("version") != VERSION:
         raise cassette_version(path, data.get("version") if isinstance(data, dict) else None, VERSION)
     try:
         return CassetteFile.model_validate(data)
     except ValidationError as exc:
-        raise cassette_unreadable(path, str(exc.errors(include_input=False)[0]["msg"])) from exc
+        raise cassette_invalid(path, exc) from exc
 
 
 def text(cassette: CassetteFile) -> str:
