@@ -298,3 +298,31 @@ def test_the_plugin_is_registered_as_pytest_documents_for_a_package():
     (module,) = project["entry-points"]["pytest11"].values()
     plugin = importlib.import_module(module)
     assert callable(plugin.pytest_configure) and hasattr(plugin, "nexusflow_cassette")
+
+
+async def test_a_launch_that_failed_replays_its_failure(fake, claude_on_path, tmp_path):
+    """A timeout and output that is not UTF-8 are recorded as they happened (the output as
+    hex), and replayed as the same errors with no process started."""
+    from nexusflow import CliError, ModelRequest
+    from nexusflow.transports import TurnScope
+    from nexusflow.transports.oneshot import CliConfig, CliTransport, builtin_style
+
+    fake.script({"sleep": 5}, {"stdout_hex": "ff00"})
+    path = tmp_path / "c.json"
+    config = CliConfig(style=builtin_style(CliStyles.CLAUDE), command="claude", timeout=0.5)
+
+    async def errors(transport: CliTransport) -> list[str]:
+        said = []
+        for prompt in ("first", "second"):
+            request = ModelRequest.model_validate({"messages": [{"role": "user", "content": prompt}], "tools": []})
+            with pytest.raises(CliError) as caught:
+                await transport.generate(request, TurnScope(step=0))
+            said.append(str(caught.value))
+        return said
+
+    recorded = await errors(CliTransport(config, Cassette(path, "record")))
+    assert recorded == ["cli: timed out after 500ms", "cli: the output is not UTF-8: byte 0xff at position 0"]
+    assert [launch["answer"]["hex"] for launch in json.loads(path.read_text())["launches"]] == [[], ["stdout"]]
+    claude_on_path.unlink()
+    assert await errors(CliTransport(config, Cassette(path, "replay"))) == recorded
+    assert len(fake.calls()) == 2
