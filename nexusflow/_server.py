@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import sys
 from pathlib import Path
@@ -124,19 +125,53 @@ def _embedded_running() -> bool:
     return bool(servers)
 
 
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""Where Linux says which ports it hands to outgoing connections."""
+LOWEST = 10_000
+"""Below this, the ports people give their own servers (4200, 5432, 8000-9000...)."""
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default, and IANA's dynamic range starts higher still
+
+
+def free_port_for_a_server() -> int:
+    """A free port for a server started a moment later by another process: picked at random
+    below the kernel's ephemeral range (on Linux, 10,000 to 32,767). A port the kernel
+    chooses (bound to port 0) is from the range it also gives every outgoing connection: in
+    the seconds before the server binds it, a connection of any process may take it (seen on
+    a loaded machine: the server failed with ``address already in use``). Falls back to the
+    kernel's choice where no such range is left."""
+    top = _ephemeral_start()
+    for _ in range(200):
+        if top <= LOWEST:
+            break
+        port = random.randrange(LOWEST, top)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def _own_port() -> None:
-    """Give the embedded server a port the kernel chose (bound to port 0): one that no other
-    process holds, from some 28,000. Prefect picks one of 1,000 at random, then takes any
-    server answering its health check there for its own, before its own has bound: two
-    processes started together (two jobs, two tests) could share one server, another home's,
-    which goes away with its process (seen as a 404 for a flow run just created)."""
+    """Give the embedded server a port of its own, from some 22,000 (``free_port_for_a_server``).
+    Prefect picks one of 1,000 at random, then takes any server answering its health check
+    there for its own, before its own has bound: two processes started together (two jobs,
+    two tests) could share one server, another home's, which goes away with its process (seen
+    as a 404 for a flow run just created)."""
     from prefect.server.api.server import SubprocessASGIServer
 
     server = SubprocessASGIServer()
     if server.port is None and not server.running:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            server.port = int(probe.getsockname()[1])
+        server.port = free_port_for_a_server()
 
 
 class _DrainingIsProgress(logging.Filter):

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ import httpx
 import pytest
 
 from nexusflow import RunResult
+from nexusflow._server import free_port_for_a_server
 
 from helpers.homes import new_user_environment, nexusflow_server, noise, served
 
@@ -173,7 +176,7 @@ def test_the_embedded_server_is_never_another_processs_server_on_a_shared_port(t
     """Prefect picks the embedded server's port among 1,000 at random and takes any server
     that answers there for its own; two processes started together (two jobs on one machine,
     two tests) shared one server, which then went away with its process: a run failed with a
-    404 for the flow run it had just created. nexusflow gives it a port the kernel chose."""
+    404 for the flow run it had just created. nexusflow gives it a port of its own."""
     env = new_user_environment(tmp_path / "home")
     done = subprocess.run(
         [sys.executable, "-c", COLLIDING + PROGRAM], capture_output=True, text=True, env=env, timeout=240
@@ -181,3 +184,20 @@ def test_the_embedded_server_is_never_another_processs_server_on_a_shared_port(t
     assert done.returncode == 0, done.stderr[-3000:]
     result = RunResult.model_validate_json(done.stdout.strip().splitlines()[-1])
     assert result.status == "completed" and result.text == "hi", result.error
+
+
+def test_a_servers_port_is_free_and_never_one_an_outgoing_connection_may_take(monkeypatch):
+    """The embedded server is started seconds after its port is chosen. A port the kernel
+    chose was from the range it gives outgoing connections, and one took it meanwhile: the
+    server failed with ``address already in use`` (a resume on a loaded machine)."""
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port_for_a_server() for _ in range(200)]
+    assert all(10_000 <= port < ephemeral for port in ports), sorted(ports)
+    assert len(set(ports)) > 150, "chosen at random: two processes rarely pick one port"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        picks = iter([busy, 23_456])
+        monkeypatch.setattr(random, "randrange", lambda low, high: next(picks))
+        assert free_port_for_a_server() == 23_456, "a port in use is passed over"

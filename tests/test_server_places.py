@@ -2,17 +2,18 @@
 the embedded default (no ``PREFECT_API_URL``: each process starts a temporary server of its
 own on one home's database), and a server restarted between the crash and the resume.
 
-Each place runs every scenario in two phases, side by side: the crashes (a run SIGKILLed
-with its process group after a stored step: after each of its seven steps on the long-lived
-server, after the third elsewhere, where the take-over, not the step, is what differs; a
-sub-agent killed in its
-second turn; a run left waiting for an answer), then the server's change of process where
-there is one, then the resumes, an answer, two processes racing to take over one crashed
-session, one session started twice at once, and a run that needs the subscription slot its
-crashed predecessor held. A scenario that hangs is stopped after
-``TIMEOUT`` seconds (a phase as a whole) and fails its test: a take-over that loops for
-ever shows up here (on 50046d3, every resume on the embedded default and on the restarted
-server did).
+Each place runs its scenarios in two phases, side by side: the crashes (a run SIGKILLed with
+its process group after a stored step, a run killed while the model answers with its
+subscription slot held, a run left waiting for an answer), then the server's change of
+process where there is one, then the resumes, an answer and two processes racing to take
+over one crashed session. The long-lived server also runs the kill after each of the seven
+steps, a sub-agent killed in its second turn and one session started twice at once; the
+other places differ from it in the take-over, not in the steps or the nesting, and each of
+their processes costs a server's start (embedded) or its load (restarted), so there one run
+is both the kill after the third step and the slot's (``KILLS``). A scenario that hangs is
+stopped after ``TIMEOUT`` seconds (a phase as a whole) and fails its test: a take-over that
+loops for ever shows up here (on 50046d3, every resume on the embedded default and on the
+restarted server did).
 """
 
 from __future__ import annotations
@@ -40,8 +41,15 @@ pytestmark = [pytest.mark.timeout(3 * TIMEOUT), pytest.mark.slow, pytest.mark.xd
 MARK = "NEXUSFLOW_TEST_PLACE"
 """Set in every child's environment (and inherited by its embedded server) to find them."""
 PLACES = ["long-lived", "embedded", "restarted"]
-KILLS = {"long-lived": tuple(range(1, 8)), "embedded": (3,), "restarted": (3,)}
-"""The stored steps after which a run is killed, per place (seven steps in all)."""
+KILLS = {
+    "long-lived": {k: f"kill-{k}" for k in range(1, 8)},
+    "embedded": {3: "limited"},
+    "restarted": {3: "limited"},
+}
+"""Per place, the stored steps after which a run is killed (seven in all), and the scenario
+that does it: ``limited`` dies in its second turn, after three stored steps."""
+LONG_LIVED_ONLY = ("sub-agent", "twice")
+"""Scenarios only the long-lived server runs (the module's docstring says why)."""
 EXPECTED = "done: charged 1, notified ops, charged 100, audited ok"
 EFFECTS = {
     "0/turn/0": ("model_turns", "0"),
@@ -172,8 +180,8 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     if name == "long-lived":
         request.getfixturevalue("prefect_server")  # this session's; it may be the first to ask
     root = tmp_path_factory.mktemp(name)
-    kills = KILLS[name]
-    keys = [*(f"kill-{k}" for k in kills), "pending", "sub-agent", "race", "twice", "limited"]
+    kills = [key for key in KILLS[name].values() if key.startswith("kill-")]
+    keys = [*kills, "pending", "race", "limited", *(LONG_LIVED_ONLY if name == "long-lived" else ())]
     folders = {key: root / key for key in keys}
     for folder in folders.values():
         folder.mkdir()
@@ -188,16 +196,18 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         # Phase 1: the crashes, and a run left waiting.
         deadline = time.monotonic() + TIMEOUT
         first = {
-            f"kill-{k}": place.spawn("durable_run.py", *arguments(f"kill-{k}", "--kill-after", str(k))) for k in kills
+            key: place.spawn("durable_run.py", *arguments(key, "--kill-after", key.removeprefix("kill-")))
+            for key in kills
         }
         first["race"] = place.spawn("durable_run.py", *arguments("race", "--kill-after", "1"))
         first["pending"] = place.spawn("pending_run.py", "start", *arguments("pending"))
         limit = ("--limit", f"sub-{sessions['limited']}")
         first["limited"] = place.spawn("durable_run.py", *arguments("limited", *limit, "--die-in-turn", "1"))
-        sub_agent = place.spawn("compose_crash.py", *arguments("sub-agent"))
-        if wait_for(folders["sub-agent"] / "in_second_turn", sub_agent, deadline):
-            kill_group(sub_agent)
-        first["sub-agent"] = sub_agent
+        if "sub-agent" in folders:
+            sub_agent = place.spawn("compose_crash.py", *arguments("sub-agent"))
+            if wait_for(folders["sub-agent"] / "in_second_turn", sub_agent, deadline):
+                kill_group(sub_agent)
+            first["sub-agent"] = sub_agent
         for key, process in first.items():
             outcomes[f"{key} 1"] = finish(process, deadline)
 
@@ -205,19 +215,22 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
         # Phase 2: resumes, the answer, the race, and a session started twice at once.
         deadline = time.monotonic() + TIMEOUT
-        second = {f"kill-{k}": place.spawn("durable_run.py", *arguments(f"kill-{k}")) for k in kills}
+        second = {key: place.spawn("durable_run.py", *arguments(key)) for key in kills}
         second["pending"] = place.spawn("pending_run.py", "resume", *arguments("pending"), "yes")
         second["limited"] = place.spawn("durable_run.py", *arguments("limited", *limit))
-        second["sub-agent"] = place.spawn("compose_crash.py", *arguments("sub-agent", "--no-crash"))
+        if "sub-agent" in folders:
+            second["sub-agent"] = place.spawn("compose_crash.py", *arguments("sub-agent", "--no-crash"))
         released = root / "released"
         racers = [place.spawn("durable_run.py", *arguments("race", "--hold-until", str(released))) for _ in range(2)]
-        holder = place.spawn("durable_run.py", *arguments("twice", "--hold-until", str(released)))
-        if wait_for(folders["twice"] / "holding", holder, deadline):
-            outcomes["twice refused"] = finish(place.spawn("durable_run.py", *arguments("twice")), deadline)
+        if "twice" in folders:
+            holder = place.spawn("durable_run.py", *arguments("twice", "--hold-until", str(released)))
+            if wait_for(folders["twice"] / "holding", holder, deadline):
+                outcomes["twice refused"] = finish(place.spawn("durable_run.py", *arguments("twice")), deadline)
         while all(racer.poll() is None for racer in racers) and time.monotonic() < deadline:
             time.sleep(0.1)  # the loser is refused while the winner holds the session
         released.touch()
-        outcomes["twice holder"] = finish(holder, deadline)
+        if "twice" in folders:
+            outcomes["twice holder"] = finish(holder, deadline)
         for index, racer in enumerate(racers):
             outcomes[f"racer {index}"] = finish(racer, deadline)
         for key, process in second.items():
@@ -231,14 +244,14 @@ def test_a_run_killed_after_any_stored_step_resumes_without_repeating_it(ran: Ra
     that was in flight (its effect done, its record not yet stored) may run once more: that
     is the at-least-once case the README's Guarantees describe. Each kill point is checked
     and every failing one reported, not only the first."""
-    failures = [why for kill_after in KILLS[ran.place] if (why := _resumed_once(ran, kill_after))]
+    failures = [why for kill_after, key in KILLS[ran.place].items() if (why := _resumed_once(ran, kill_after, key))]
     assert not failures, "\n\n".join(failures)
 
 
-def _resumed_once(ran: Ran, kill_after: int) -> str | None:
-    """Why the run killed after ``kill_after`` stored steps did not resume as it should."""
-    killed, resumed = ran.outcomes[f"kill-{kill_after} 1"], ran.outcomes[f"kill-{kill_after} 2"]
-    folder = ran.folders[f"kill-{kill_after}"]
+def _resumed_once(ran: Ran, kill_after: int, key: str) -> str | None:
+    """Why the run ``key``, killed after ``kill_after`` stored steps, did not resume as it should."""
+    killed, resumed = ran.outcomes[f"{key} 1"], ran.outcomes[f"{key} 2"]
+    folder = ran.folders[key]
     stored = lines(folder / "stored")
     result = resumed.result
     if killed.code != -signal.SIGKILL or len(stored) != kill_after:
@@ -254,7 +267,15 @@ def _resumed_once(ran: Ran, kill_after: int) -> str | None:
     return None
 
 
+def only_long_lived(ran: Ran, key: str) -> None:
+    if key not in ran.folders:
+        pytest.skip(f"the {key} scenario runs on the long-lived server only (the module's docstring says why)")
+
+
 def test_a_sub_agent_killed_mid_run_resumes_with_its_parent(ran: Ran) -> None:
+    """SIGKILL while the reviewer's second turn runs: the resume replays the writer's first
+    turn, the reviewer's first turn and its lookup, and asks only the turns not finished."""
+    only_long_lived(ran, "sub-agent")
     killed, resumed = ran.outcomes["sub-agent 1"], ran.outcomes["sub-agent 2"]
     folder = ran.folders["sub-agent"]
     assert killed.code == -signal.SIGKILL, killed.explain()
@@ -265,6 +286,7 @@ def test_a_sub_agent_killed_mid_run_resumes_with_its_parent(ran: Ran) -> None:
     assert lines(folder / "writer_turns") == ["0", "1"], "the writer's first turn replayed"
     assert lines(folder / "reviewer_turns") == ["0", "1", "1"], "only the turn in flight was asked again"
     assert lines(folder / "lookups") == ["style"], "the reviewer's finished tool call replayed"
+    assert result.metrics.replayed_turns == 1
 
 
 def test_a_pending_run_is_answered_later_from_another_process(ran: Ran) -> None:
@@ -304,6 +326,7 @@ def test_two_processes_racing_to_take_over_one_crashed_session_run_it_once(ran: 
 
 
 def test_a_session_started_twice_at_once_is_refused_while_the_first_runs(ran: Ran) -> None:
+    only_long_lived(ran, "twice")
     assert "twice refused" in ran.outcomes, "the first run never got into its tool"
     holder, refused = ran.outcomes["twice holder"], ran.outcomes["twice refused"]
     assert holder.code == 0 and refused.code == 0, holder.explain() + refused.explain()

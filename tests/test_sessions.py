@@ -18,10 +18,12 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterState, FlowRunFilterStateType
 from prefect.client.schemas.objects import StateType
+from prefect.utilities.asyncutils import run_coro_as_sync
 
 from nexusflow import Answer, ModelRequest, Toolkit, create_in_process_client, current_answer, suspend, tool
 from nexusflow.errors import ResumeError
 from nexusflow.memory import SessionStore
+from nexusflow.sessions import _info
 from nexusflow.testing import ScriptedModel
 
 from conftest import HELPERS
@@ -188,6 +190,13 @@ def listed(*args: str) -> dict[str, dict[str, object]]:
     return {entry["session_id"]: entry for entry in json.loads(done.stdout)}
 
 
+def state_of(session_id: str) -> str | None:
+    """The session's state as ``nexusflow sessions`` shows it, read in this process: polling
+    with the command costs a process start a poll."""
+    info = run_coro_as_sync(_info(session_id))
+    return info.state if info is not None else None
+
+
 @pytest.fixture
 def asking(tmp_path: Path) -> Path:
     path = tmp_path / "asking.py"
@@ -212,7 +221,7 @@ def test_sessions_lists_a_finished_a_waiting_and_a_crashed_run(asking, tmp_path,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     gone = time.monotonic()
-    while (state := listed()[crashed]["state"]) == "running" and time.monotonic() - gone < 30:
+    while (state := state_of(crashed)) == "running" and time.monotonic() - gone < 30:
         time.sleep(1)
     assert state == "crashed", "a holder that stopped beating is crashed within seconds"
     assert time.monotonic() - gone < 15
@@ -404,7 +413,7 @@ def test_ctrl_c_says_how_to_go_on_and_the_session_goes_on_without_its_prompt(tmp
         env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},  # as installed
     )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and listed().get(session_id, {}).get("state") != "running":
+    while time.monotonic() < deadline and state_of(session_id) != "running":
         time.sleep(0.5)
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=120)

@@ -4,10 +4,10 @@ Turn 0 calls ``charge`` and ``notify`` at once, turn 1 calls ``charge`` and ``au
 once, turn 2 answers with every tool result. Every model turn and every side effect is
 appended to files under ``LOG_DIR`` so a test can count them across processes.
 
-``--kill-after K`` SIGKILLs this process right after the K-th step record is stored (the
-rename that makes it visible has happened), with its process group when it leads one (an
-embedded Prefect server, its child, dies with it, as under a terminal's or a service
-manager's kill); ``--hold S`` makes ``charge`` sleep S seconds,
+A run to be killed lists each step record it stored in ``LOG_DIR/stored``. ``--kill-after
+K`` SIGKILLs this process right after the K-th is stored (the rename that makes it visible
+has happened), with its process group when it leads one (an embedded Prefect server, its
+child, dies with it, as under a terminal's or a service manager's kill); ``--hold S`` makes ``charge`` sleep S seconds,
 ``--hold-until PATH`` makes it wait until PATH exists (to keep a run alive while another
 process starts the same session). ``--limit NAME`` holds a subscription limit of one slot
 for each turn, and ``--die-in-turn N`` SIGKILLs the process (and its group) while the model
@@ -51,32 +51,36 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-if args.kill_after:
-    stored = 0
-    write, sync = storage.write_atomically, storage.sync_step_record
+stored = 0
+write, sync = storage.write_atomically, storage.sync_step_record
 
-    counting = threading.Lock()
+counting = threading.Lock()
 
-    def count_then_maybe_die(path: Path) -> None:
-        """Parallel calls store from worker threads: count under a lock, or two records
-        stored at once could both miss the k-th."""
-        global stored
-        if "/steps/" in path.as_posix():
-            with counting:
-                stored += 1
-                record("stored", "/".join([*path.parts[-3:-1], path.name.split("-")[0]]))
-                if stored == args.kill_after:
-                    die()
 
-    def write_then_maybe_die(path: Path, content: bytes) -> None:
-        write(path, content)
-        count_then_maybe_die(path)
+def count_then_maybe_die(path: Path) -> None:
+    """Parallel calls store from worker threads: count under a lock, or two records
+    stored at once could both miss the k-th."""
+    global stored
+    if "/steps/" in path.as_posix():
+        with counting:
+            stored += 1
+            record("stored", "/".join([*path.parts[-3:-1], path.name.split("-")[0]]))
+            if stored == args.kill_after:
+                die()
 
-    def sync_then_maybe_die(handle: int, path: Path) -> None:
-        """A step record is stored once it is synced to disk."""
-        sync(handle, path)
-        count_then_maybe_die(path)
 
+def write_then_maybe_die(path: Path, content: bytes) -> None:
+    write(path, content)
+    count_then_maybe_die(path)
+
+
+def sync_then_maybe_die(handle: int, path: Path) -> None:
+    """A step record is stored once it is synced to disk."""
+    sync(handle, path)
+    count_then_maybe_die(path)
+
+
+if args.kill_after or args.die_in_turn is not None:  # a run to be killed says what it stored
     storage.write_atomically = write_then_maybe_die
     storage.sync_step_record = sync_then_maybe_die
 

@@ -3,7 +3,8 @@ PostgreSQL cluster and ``prefect server start``. Every process runs in its own s
 (``start_new_session``), so stopping it stops its children, and is stopped by the
 ``ExitStack`` it was started with.
 
-It imports nothing from Prefect: conftest.py uses it before Prefect's settings are set.
+It imports nothing from Prefect (``nexusflow._server`` does not either): conftest.py uses it
+before Prefect's settings are set.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,11 +22,13 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from nexusflow._server import free_port_for_a_server
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port for a server another process starts: not one an outgoing connection may take
+    meanwhile (``free_port_for_a_server``)."""
+    return free_port_for_a_server()
 
 
 def wait_until(
