@@ -13,9 +13,11 @@ from pydantic import ValidationError
 from ._checks import refusal
 from ._server import use_server
 from .client import Client, client_options
+from .errors import argument_wrong
 from .messages import OutputT
 from .settings import settings
 from .subscription import SubscriptionLimit
+from .transports.cassette import Cassette
 from .transports.choice import Transport, agent_cli_transport
 from .transports.oneshot import CliStyle, CliStyles
 from .transports.oneshot.process import MAX_OUTPUT
@@ -50,6 +52,7 @@ def create_cli_client(
     max_concurrent: int | None = None,
     per_minute: float | None = None,
     output_type: type[OutputT] | None = None,
+    cassette: Cassette | str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Client[OutputT]:
     """A client whose model is the user's own agent CLI.
@@ -72,13 +75,19 @@ def create_cli_client(
     launch's stdout and stderr (bytes, default 16 MiB). With ``style=CliStyles.CUSTOM`` pass
     the style's fields (``args``, ``prompt_mode``, ...) as keywords. ``limit``,
     ``max_concurrent`` and ``per_minute`` hold your subscription's limits across every
-    worker, as for ``create_in_process_client``. Every other keyword is
-    a client option.
+    worker, as for ``create_in_process_client``. ``cassette`` (a ``nexusflow.testing.Cassette``
+    or a path) records each launch, or replays it with no process started; a path's mode
+    comes from ``NEXUSFLOW_CASSETTE_MODE`` (default ``auto``). Every other keyword is a client
+    option.
     """
     where = "create_cli_client"
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
     fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
     default = settings()
+    if cassette is not None and not isinstance(cassette, Cassette):
+        if not isinstance(cassette, str | os.PathLike):
+            raise argument_wrong(where, "cassette", "a Cassette or a path", cassette)
+        cassette = Cassette(cassette)
     try:
         factory = agent_cli_transport(
             style,
@@ -94,6 +103,7 @@ def create_cli_client(
             repair_budget=default.repair_budget if repair_budget is None else repair_budget,
             max_output=max_output,
             fields=fields,
+            cassette=cassette,
         )
     except ValidationError as exc:
         raise refusal(where, exc, []) from None

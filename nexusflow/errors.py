@@ -545,6 +545,11 @@ class CliTransientError(CliError, TransientError):
         self.launches = launches
 
 
+def cli_replayed_failure(message: str) -> CliError:
+    """A launch's own failure (a timeout, an output limit) as a cassette recorded it."""
+    return CliError(message)
+
+
 def cli_retry_pattern(pattern: str, why: str) -> CliError:
     return CliError(f"cli: retry_on pattern {pattern!r} is not a regular expression: {why}")
 
@@ -587,6 +592,10 @@ def no_acp_asked() -> str:
 
 def no_acp_declared(style: str) -> str:
     return f'style "{style}" declares no ACP launch'
+
+
+def no_acp_with_cassette() -> str:
+    return "a cassette records the one-shot transport"
 
 
 def no_acp_adapter(style: str) -> str:
@@ -946,3 +955,82 @@ def scripted_server_not_started() -> RuntimeError:
 def demo_no_weather(city: str) -> ValueError:
     """The demo's weather tool, asked for a city it has no reading for."""
     return ValueError(f"no weather station in {city}")
+
+
+class CassetteError(NexusflowError):
+    """A cassette cannot be used as asked: missing in replay, unreadable, or of another
+    version. Never a fall-through to a live call."""
+
+
+def cassette_missing(path: object) -> CassetteError:
+    return CassetteError(
+        f"cassette: {path} does not exist and the mode is replay: record it first (mode record or auto)"
+    )
+
+
+def cassette_unreadable(path: object, exc: OSError | UnicodeDecodeError) -> CassetteError:
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return CassetteError(f"cassette: {path} cannot be read: {why}")
+
+
+def cassette_not_json(path: object, exc: json.JSONDecodeError) -> CassetteError:
+    return CassetteError(f"cassette: {path} is not JSON: {exc.msg} at line {exc.lineno}")
+
+
+def cassette_invalid(path: object, exc: ValidationError) -> CassetteError:
+    return CassetteError(f"cassette: {path} is not a cassette: {_problems(exc)}")
+
+
+def cassette_version(path: object, version: object, ours: int) -> CassetteError:
+    return CassetteError(
+        f"cassette: {path} is version {version!r}; this nexusflow reads version {ours}: record it again"
+    )
+
+
+def cassette_mode_unknown(mode: object) -> CassetteError:
+    return CassetteError(f"cassette: mode must be record, replay or auto, not {mode!r}")
+
+
+def cassette_takes_no_acp() -> CassetteError:
+    return CassetteError(
+        "cassette: the ACP transport is not recorded yet; a client with a cassette launches its CLI once a turn"
+        " (transport=Transport.CLI or AUTO)"
+    )
+
+
+CASSETTE_DIFF_LINES = 40
+"""A mismatch shows at most this many lines of its diff..."""
+CASSETTE_LINE_WIDTH = 200
+"""...each cut to this many characters: a long message is told apart by where it starts."""
+
+
+class CassetteMismatch(CassetteError, ModelError):
+    """A replayed launch asked what the cassette never recorded: the code under test (or
+    nexusflow's envelope, or a tool's result) drifted since the recording. ``diff``: the
+    unified diff of the request against the nearest recording, empty when there is none."""
+
+    def __init__(self, path: object, turn: int | None, launch: int, nearest: str, diff: list[str]) -> None:
+        self.turn = turn
+        shown = [line if len(line) <= CASSETTE_LINE_WIDTH else line[: CASSETTE_LINE_WIDTH - 3] + "..." for line in diff]
+        if len(shown) > CASSETTE_DIFF_LINES:
+            shown = [*shown[:CASSETTE_DIFF_LINES], f"... ({len(shown) - CASSETTE_DIFF_LINES} more lines)"]
+        self.diff = "\n".join(shown)
+        where = f"turn {turn}" if turn is not None else "a turn"
+        attempt = f" (launch {launch})" if launch > 1 else ""
+        told = f"cassette: {path} has no recording for {where}{attempt}; {nearest}"
+        super().__init__(f"{told}:\n{self.diff}" if shown else told)
+
+
+def cassette_nothing_recorded() -> str:
+    """What a mismatch says when the cassette holds no launch at all (as the two below)."""
+    return "it holds no launch"
+
+
+def cassette_nearest(turn: int | None, launch: int) -> str:
+    where = f"turn {turn}" if turn is not None else "a turn"
+    attempt = f", launch {launch}" if launch > 1 else ""
+    return f"the nearest recording ({where}{attempt}) differs"
+
+
+def cassette_played_out(times: int) -> str:
+    return f"the same request was recorded {times} time{'s' if times != 1 else ''}, and each was played already"

@@ -26,6 +26,10 @@ Wait = Literal["suspend", "pause", "none"]
 """How a run gets the answer to a request: ``suspend`` (the run waits without a process: a
 deployment's), ``pause`` (the process waits), ``none`` (the run ends ``pending``)."""
 
+CassetteMode = Literal["record", "replay", "auto"]
+"""What a cassette does with a CLI's launches: record them (live), replay them (no process
+starts), or ``auto``: replay when the cassette's file exists, else record."""
+
 CLIENT_FIELDS = ("max_turns", "model_retries", "model_retry_wait", "output_retries", "on_quota", "max_quota_wait")
 """Settings that are ``ClientOptions`` of the same name."""
 
@@ -63,6 +67,10 @@ class NexusflowSettings(BaseSettings):
         description="How a request is answered (suspend, pause, none); unset: a client ends pending, a job suspends.",
     )
     wait_timeout: float = Field(default=86400.0, gt=0, description="Seconds a suspend or pause waits for its answer.")
+    cassette_mode: CassetteMode = Field(
+        default="auto",
+        description="A cassette whose mode is not given: record, replay (CI: a missing recording fails), or auto.",
+    )
 
     @field_validator("retry_on", mode="before")
     @classmethod

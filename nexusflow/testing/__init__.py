@@ -1,20 +1,24 @@
-"""Testing helpers for your own agent flows: deterministic models, and a scripted model
-server that real agent CLIs talk to instead of a provider.
+"""Testing helpers for your own agent flows: deterministic models, a scripted model server
+that real agent CLIs talk to instead of a provider, and cassettes that record a real agent
+CLI's launches once and replay them offline.
 
-The server (``ScriptedModelServer``, ``ScriptedReply``, ``Recorded``) needs the ``testing``
-extra and is imported on first use, so that the in-process scripted models (what
+Every name loads on first use: the pytest plugin nexusflow ships imports this package in
+every test session, and the server (``ScriptedModelServer``, ``ScriptedReply``,
+``Recorded``) needs the ``testing`` extra, while the in-process scripted models (what
 ``nexusflow demo`` runs) work with the core install alone."""
 
 import warnings
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .agents import scripted_environment
-from .scripted import ScriptedModel, follow_prompt
-
 if TYPE_CHECKING:
+    from ..transports.cassette import Cassette
+    from .agents import scripted_environment
+    from .scripted import ScriptedModel, follow_prompt
     from .server import Recorded, ScriptedModelServer, ScriptedReply
 
 __all__ = [
+    "Cassette",
     "Recorded",
     "ScriptedModel",
     "ScriptedModelServer",
@@ -23,14 +27,22 @@ __all__ = [
     "scripted_environment",
 ]
 
-_SERVER_NAMES = frozenset({"Recorded", "ScriptedModelServer", "ScriptedReply"})
+_WHERE = {
+    "Cassette": "..transports.cassette",
+    "Recorded": ".server",
+    "ScriptedModel": ".scripted",
+    "ScriptedModelServer": ".server",
+    "ScriptedReply": ".server",
+    "follow_prompt": ".scripted",
+    "scripted_environment": ".agents",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SERVER_NAMES:
-        from . import server
-
-        return getattr(server, name)
+    if name in _WHERE:
+        value = getattr(import_module(_WHERE[name], __name__), name)
+        globals()[name] = value
+        return value
     if name == "Reply":  # this class's name in 0.1, easily taken for nexusflow.ModelReply
         warnings.warn("nexusflow.testing.Reply is deprecated; use ScriptedReply", DeprecationWarning, stacklevel=2)
         from .server import ScriptedReply

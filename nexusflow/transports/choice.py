@@ -14,14 +14,17 @@ from .._secrets import get_logger
 from ..errors import (
     AcpError,
     acp_unavailable,
+    cassette_takes_no_acp,
     cli_command_required,
     cli_transport_unknown,
     no_acp_adapter,
     no_acp_asked,
     no_acp_declared,
+    no_acp_with_cassette,
 )
 from .acp.transport import AcpConfig, AcpTransport, check_cwd
 from .base import Log, ModelTransport, TransportFactory
+from .cassette import Cassette, active_cassette
 from .oneshot.process import MAX_OUTPUT
 from .oneshot.style import CliStyle, CliStyles
 from .oneshot.transport import CliConfig, CliTransport, resolve_style
@@ -55,6 +58,7 @@ def agent_cli_transport(
     repair_budget: int = 2,
     max_output: int = MAX_OUTPUT,
     fields: dict[str, Any] | None = None,
+    cassette: Cassette | None = None,
 ) -> TransportFactory:
     """The transport factory of an agent CLI, checked before anything runs (the style
     against the model, the command, the ACP launch); see ``create_cli_client``."""
@@ -78,7 +82,7 @@ def agent_cli_transport(
     acp, why_not = _acp_config(chosen, command, acp_command, model, timeout, env, workspace, cwd, transport)
     if acp is not None:
         acp = acp.model_copy(update={"retry_on": patterns})
-    return _choose(transport, cli, acp, why_not)
+    return _choose(transport, cli, acp, why_not, cassette)
 
 
 def _acp_config(
@@ -112,13 +116,26 @@ def _acp_config(
     return config, ""
 
 
-def _choose(choice: Transport, cli: CliConfig, acp: AcpConfig | None, why_not: str) -> TransportFactory:
-    """``acp`` is None when ACP cannot be used, and ``why_not`` says why."""
+def _choose(
+    choice: Transport, cli: CliConfig, acp: AcpConfig | None, why_not: str, cassette: Cassette | None
+) -> TransportFactory:
+    """``acp`` is None when ACP cannot be used, and ``why_not`` says why. A cassette (the
+    client's, else the one in use when the run opens its transport) takes the one-shot
+    transport: only its launches are recorded so far."""
 
     @asynccontextmanager
     async def open_transport(log: Log | None = None) -> AsyncIterator[ModelTransport]:
         say = log or logger.info
         style = cli.style.name
+        tape = cassette or active_cassette()
+        if tape is not None:
+            if choice is Transport.ACP:
+                raise cassette_takes_no_acp()
+            if choice is Transport.AUTO:
+                say(f"transport: one-shot CLI for {style}, because {no_acp_with_cassette()}")
+            say(f"cassette: {'replaying' if tape.replaying else 'recording'} {tape.path}")
+            yield CliTransport(cli, tape)
+            return
         agent: AcpTransport | None = None
         if choice is Transport.ACP:
             if acp is None:

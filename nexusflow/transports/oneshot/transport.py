@@ -7,15 +7,17 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..._env import expand_all
+from ..._env import expand, expand_all
 from ...errors import (
     CliError,
     CliTransientError,
+    MissingVariableError,
     QuotaExhausted,
     cli_empty_reply,
     cli_exit,
@@ -27,6 +29,7 @@ from ...errors import (
     cli_output_lacks_field,
     cli_output_not_json,
     cli_prompt_too_long,
+    cli_replayed_failure,
     cli_reported_error,
     cli_style_fields_not_custom,
     cli_style_wrong_type,
@@ -34,8 +37,9 @@ from ...errors import (
 )
 from ...messages import ModelReply, ModelRequest, TurnStats, Usage
 from ..base import TurnScope
+from ..cassette import Answer, Asked, Cassette, Scrub, secret_values
 from ..retry_on import retry_matches
-from .envelope import parse_reply, render
+from .envelope import REQUEST_MARKER, parse_reply, render, request_json
 from .process import MAX_OUTPUT, Finished, run_cli
 from .reports import ANSWERS, READERS, Reported, refuse
 from .style import CliStyle, CliStyles, builtin_style, custom_style
@@ -87,8 +91,11 @@ def _field(text: str, path: str) -> str:
 
 
 class CliTransport:
-    def __init__(self, config: CliConfig) -> None:
+    """``cassette``: launches are recorded to it, or replayed from it with no process started."""
+
+    def __init__(self, config: CliConfig, cassette: Cassette | None = None) -> None:
         self.config = config
+        self.cassette = cassette
 
     def _environment(self) -> dict[str, str]:
         return {**os.environ, **expand_all(self.config.style.env), **expand_all(self.config.env)}
@@ -98,12 +105,13 @@ class CliTransport:
         repair budget; then fail with the last complaint. A failed launch whose message
         matches ``retry_on`` is a ``TransientError`` carrying the launches it took."""
         tools = {spec.name for spec in request.tools}
+        turn = scope.step if scope is not None else None
         complaint: str | None = None
         attempts = 1 + self.config.repair_budget
         usage = Usage()
         for attempt in range(attempts):
             try:
-                answer, used = await self._launch(render(request, complaint))
+                answer, used = await self._launch(request, complaint, turn, attempt + 1)
             except CliError as exc:
                 if retry_matches(self.config.retry_on, str(exc)):
                     raise CliTransientError(str(exc), launches=attempt + 1) from exc
@@ -116,15 +124,21 @@ class CliTransport:
             complaint = parsed.message
         raise cli_malformed_reply(attempts, complaint)
 
-    async def _launch(self, prompt: str) -> tuple[str, Usage]:
+    async def _launch(
+        self, request: ModelRequest, complaint: str | None, turn: int | None, launch: int
+    ) -> tuple[str, Usage]:
         config = self.config
         style = config.style
+        prompt = render(request, complaint)
+        if style.prompt_mode == "arg" and len(prompt.encode()) >= ARG_LIMIT:
+            raise cli_prompt_too_long(len(prompt.encode()), ARG_LIMIT, style.name)
+        cassette = self.cassette
+        if cassette is not None and cassette.replaying:
+            return self._replay(cassette, self._asked(request, prompt), turn, launch)
         env = self._environment()
         executable = shutil.which(config.command, path=env.get("PATH"))
         if executable is None:
             raise cli_not_found(config.command)
-        if style.prompt_mode == "arg" and len(prompt.encode()) >= ARG_LIMIT:
-            raise cli_prompt_too_long(len(prompt.encode()), ARG_LIMIT, style.name)
         with tempfile.TemporaryDirectory(prefix="nexusflow-cli-") as scratch:
             prompt_file = Path(scratch, "prompt.txt")
             answer_file = Path(scratch, "answer.txt")
@@ -140,10 +154,75 @@ class CliTransport:
                 ),
             ]
             stdin = prompt.encode() if style.prompt_mode == "stdin" else None
-            finished = await run_cli(
-                argv, stdin=stdin, env=env, cwd=config.cwd, timeout=config.timeout, max_output=config.max_output
-            )
-            return self._answer(finished, answer_file)
+            started = time.perf_counter()
+            try:
+                finished = await run_cli(
+                    argv, stdin=stdin, env=env, cwd=config.cwd, timeout=config.timeout, max_output=config.max_output
+                )
+            except CliError as exc:
+                if cassette is not None:
+                    failed = Answer(failed=str(exc))
+                    await self._record(cassette, request, prompt, failed, turn, launch, time.perf_counter() - started)
+                raise
+            written = answer_file.read_bytes() if answer_file.exists() else None
+        if cassette is not None:
+            answer = _recorded(finished, written)
+            await self._record(cassette, request, prompt, answer, turn, launch, finished.seconds)
+        return self._answer(finished, written)
+
+    def _asked(self, request: ModelRequest, prompt: str) -> Asked:
+        """The launch as a cassette keeps it: the binary by name, the temporary files and the
+        prompt as placeholders in argv, the prompt split around the request body."""
+        style = self.config.style
+        argv = style.argv(
+            model=self.config.model,
+            prompt="{{prompt}}" if style.prompt_mode == "arg" else None,
+            file="{{file}}",
+            out="{{out}}",
+        )
+        head, _, tail = prompt.partition(REQUEST_MARKER)
+        body = request_json(request)
+        assert tail.startswith(body), "render puts the request body right after the marker"
+        return Asked(
+            argv=[Path(self.config.command).name, *argv],
+            prompt=head,
+            request=request.body(),
+            repair=tail[len(body) :] or None,
+        )
+
+    def _scrub(self, cassette: Cassette) -> Scrub:
+        """What the cassette masks: the secret-named variables of the CLI's environment (a
+        ``${VAR}`` that is not set, as when replaying in CI, is left out)."""
+        named = {**self.config.style.env, **self.config.env}
+        values: dict[str, str] = {}
+        for name, value in named.items():
+            try:
+                values[name] = expand(value)
+            except MissingVariableError:
+                continue
+        return cassette.scrub(secret_values(values))
+
+    async def _record(
+        self,
+        cassette: Cassette,
+        request: ModelRequest,
+        prompt: str,
+        answer: Answer,
+        turn: int | None,
+        launch: int,
+        seconds: float,
+    ) -> None:
+        asked = self._asked(request, prompt)
+        await cassette.record(asked, answer, turn=turn, launch=launch, seconds=seconds, scrub=self._scrub(cassette))
+
+    def _replay(self, cassette: Cassette, asked: Asked, turn: int | None, launch: int) -> tuple[str, Usage]:
+        answer = cassette.play(asked, turn, launch, self._scrub(cassette))
+        if answer.failed is not None:
+            raise cli_replayed_failure(answer.failed)
+        stdout = bytes.fromhex(answer.stdout) if "stdout" in answer.hex else answer.stdout.encode()
+        written = answer.file
+        file = None if written is None else bytes.fromhex(written) if "file" in answer.hex else written.encode()
+        return self._answer(Finished(code=answer.exit, stdout=stdout, stderr=answer.stderr.encode(), seconds=0.0), file)
 
     def _said(self, stdout: str) -> str:
         """What a failing CLI said on stdout: its JSON answer field when it has one."""
@@ -155,7 +234,8 @@ class CliTransport:
                 pass
         return stdout
 
-    def _answer(self, finished: Finished, answer_file: Path) -> tuple[str, Usage]:
+    def _answer(self, finished: Finished, written: bytes | None) -> tuple[str, Usage]:
+        """``written``: what the CLI wrote to its answer file, None when it wrote none."""
         style = self.config.style
         stdout = _decode(finished.stdout, "the output")
         stderr = finished.stderr.decode("utf-8", errors="replace")
@@ -179,9 +259,9 @@ class CliTransport:
                 refuse(ANSWERS[str(style.report)], stdout)
             text = reported.text
         elif style.answer == "file":
-            if not answer_file.exists():
+            if written is None:
                 raise cli_no_output_file()
-            text = _decode(answer_file.read_bytes(), "the output file")
+            text = _decode(written, "the output file")
         else:
             text = stdout
         usage = reported.usage
@@ -190,6 +270,23 @@ class CliTransport:
         if not text.strip():
             raise cli_empty_reply()
         return text, usage
+
+
+def _recorded(finished: Finished, written: bytes | None) -> Answer:
+    """A finished launch as a cassette keeps it: text, or hex where it is not UTF-8."""
+    hexed: list[Literal["stdout", "file"]] = []
+
+    def kept(data: bytes, name: Literal["stdout", "file"]) -> str:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            hexed.append(name)
+            return data.hex()
+
+    stdout = kept(finished.stdout, "stdout")
+    file = None if written is None else kept(written, "file")
+    stderr = finished.stderr.decode("utf-8", errors="replace")
+    return Answer(exit=finished.code, stdout=stdout, stderr=stderr, file=file, hex=hexed)
 
 
 def resolve_style(style: CliStyles | CliStyle, fields: dict[str, Any], model: str | None) -> CliStyle:

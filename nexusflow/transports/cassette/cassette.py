@@ -1,0 +1,177 @@
+"""A cassette: the launches of one test's agent CLIs, recorded once and replayed offline.
+
+It sits at the one-shot transport's boundary, never at HTTP: a CLI talks to its own
+provider. Replay starts no process and needs no binary; everything above the transport (the
+envelope's parsing, the tools, the flow and its task runs) still runs. A replayed launch is
+matched by what it asks, never by its position, and a request no recording matches fails the
+turn with a diff against the nearest one: replay never falls through to a live call.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+import anyio
+
+from ...errors import (
+    CassetteMismatch,
+    cassette_missing,
+    cassette_mode_unknown,
+    cassette_nearest,
+    cassette_nothing_recorded,
+    cassette_played_out,
+)
+from ...settings import CassetteMode, settings
+from . import schema
+from .normalise import Scrub, default_places
+from .schema import Answer, Asked, CassetteFile, Launch
+
+
+class Cassette:
+    """One test's recording. ``mode``: ``record``, ``replay`` or ``auto`` (replay when the
+    file exists, else record); when not given, ``NEXUSFLOW_CASSETTE_MODE``, else ``auto``.
+    ``places`` names folders that differ between machines (``{"<tmp_path>": tmp_path}``),
+    beside the working directory and the home folder. Share one cassette between the
+    clients of a test: each launch is matched by what it asks."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        mode: CassetteMode | None = None,
+        *,
+        places: Mapping[str, str | os.PathLike[str]] | None = None,
+    ) -> None:
+        chosen = mode if mode is not None else settings().cassette_mode
+        if chosen not in ("record", "replay", "auto"):
+            raise cassette_mode_unknown(chosen)
+        self.path = Path(path)
+        exists = self.path.exists()
+        if chosen == "replay" and not exists:
+            raise cassette_missing(self.path)
+        self.mode: Literal["record", "replay"] = (
+            "replay" if chosen == "replay" or (chosen == "auto" and exists) else "record"
+        )
+        self._places = default_places() | {name: os.fspath(value) for name, value in (places or {}).items()}
+        self._file = schema.read(self.path) if self.mode == "replay" else CassetteFile()
+        self._played: set[int] = set()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<Cassette {self.path} ({self.mode})>"
+
+    @property
+    def replaying(self) -> bool:
+        return self.mode == "replay"
+
+    @property
+    def launches(self) -> list[Launch]:
+        return list(self._file.launches)
+
+    def unplayed(self) -> list[Launch]:
+        """Recorded launches no replayed one has matched (yet)."""
+        return [launch for index, launch in enumerate(self._file.launches) if index not in self._played]
+
+    def scrub(self, secrets: list[str]) -> Scrub:
+        return Scrub(self._places, secrets)
+
+    def play(self, asked: Asked, turn: int | None, launch: int, scrub: Scrub) -> Answer:
+        """The answer recorded for ``asked`` (normalised here), each recording played once."""
+        wanted = _stable(asked, scrub)
+        same = [index for index, entry in enumerate(self._file.launches) if entry.asked == wanted]
+        for index in same:
+            if index not in self._played:
+                self._played.add(index)
+                return _texts(self._file.launches[index].answer, scrub.restore)
+        if same:
+            raise CassetteMismatch(self.path, turn, launch, cassette_played_out(len(same)), [])
+        raise self._mismatch(wanted, turn, launch)
+
+    def _mismatch(self, wanted: Asked, turn: int | None, launch: int) -> CassetteMismatch:
+        if not self._file.launches:
+            return CassetteMismatch(self.path, turn, launch, cassette_nothing_recorded(), [])
+        asked_lines = _lines(wanted)
+
+        def likeness(index: int) -> tuple[float, bool, bool]:
+            entry = self._file.launches[index]
+            ratio = difflib.SequenceMatcher(None, _lines(entry.asked), asked_lines, autojunk=False).ratio()
+            return ratio, index not in self._played, entry.turn == turn
+
+        nearest = self._file.launches[max(range(len(self._file.launches)), key=likeness)]
+        diff = list(
+            difflib.unified_diff(
+                _lines(nearest.asked),
+                asked_lines,
+                fromfile=f"recorded (turn {nearest.turn})",
+                tofile=f"asked (turn {turn})",
+                n=2,
+                lineterm="",
+            )
+        )
+        return CassetteMismatch(self.path, turn, launch, cassette_nearest(nearest.turn, nearest.launch), diff)
+
+    async def record(
+        self, asked: Asked, answer: Answer, *, turn: int | None, launch: int, seconds: float, scrub: Scrub
+    ) -> None:
+        """Add a live launch, made safe, and write the file at once: a run that crashes
+        keeps what it recorded."""
+        safe = _texts(answer, scrub.safe)
+        entry = Launch(turn=turn, launch=launch, asked=_stable(asked, scrub), answer=safe, seconds=round(seconds, 3))
+        with self._lock:
+            self._file.launches.append(entry)
+        await anyio.to_thread.run_sync(self.save)
+
+    def save(self) -> None:
+        """Write what was recorded (a replayed cassette is left as it is)."""
+        if self.mode != "record":
+            return
+        with self._lock:
+            schema.write(self.path, schema.text(self._file))
+
+    @contextmanager
+    def used(self) -> Iterator[Cassette]:
+        """While inside, the cassette of every CLI client opened without one (what the
+        pytest marker does for a test)."""
+        _ACTIVE.append(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.remove(self)
+
+
+_ACTIVE: list[Cassette] = []
+
+
+def active_cassette() -> Cassette | None:
+    """The innermost cassette in use (``Cassette.used``), if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def _texts(answer: Answer, change: Callable[[str], str]) -> Answer:
+    """``answer`` with ``change`` applied to each of its texts (not to those kept as hex)."""
+
+    def changed(text: str | None, name: str) -> str | None:
+        return text if text is None or name in answer.hex else change(text)
+
+    return answer.model_copy(
+        update={name: changed(getattr(answer, name), name) for name in ("stdout", "stderr", "file", "failed")}
+    )
+
+
+def _stable(asked: Asked, scrub: Scrub) -> Asked:
+    return Asked(
+        argv=[scrub.stable(arg) for arg in asked.argv],
+        prompt=scrub.stable(asked.prompt),
+        request=scrub.request(asked.request),
+        repair=None if asked.repair is None else scrub.stable(asked.repair),
+    )
+
+
+def _lines(asked: Asked) -> list[str]:
+    return json.dumps(asked.model_dump(mode="json"), indent=2, ensure_ascii=False).splitlines()

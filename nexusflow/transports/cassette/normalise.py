@@ -1,0 +1,84 @@
+"""What makes a recording safe to commit and a request comparable across machines and runs.
+
+Secrets become ``***`` everywhere: the values nexusflow registered (``${VAR}`` expansions,
+the tokens it mints) and those of the client's environment whose names say they are secret.
+Known places (the working directory, the home folder, a test's own ``tmp_path``) become
+placeholders everywhere, and an answer gets them back on replay, so a model that quoted a
+path quotes the replaying machine's. In what a launch asked, which is compared and never
+played back, volatile values are normalised for good: other temporary paths, timestamps, and
+tool-call ids (numbered by first appearance: a model that names no id gets a random one).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..._secrets import MASK, redact
+
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+"""An environment variable whose name matches holds a secret, however it was given."""
+TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")
+_END = r"(?=[/\\\s\"'`),;:\]}]|$)"
+"""A place ends where a path component ends: ``/home/al`` is not in ``/home/alice``."""
+
+
+def default_places() -> dict[str, str]:
+    return {"<cwd>": os.getcwd(), "<home>": str(Path.home())}
+
+
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    return [value for name, value in env.items() if SECRET_NAME.search(name) and value]
+
+
+class Scrub:
+    def __init__(self, places: Mapping[str, str], secrets: Iterable[str] = ()) -> None:
+        kept = sorted(((name, value) for name, value in places.items() if len(value) > 1), key=lambda p: -len(p[1]))
+        self._places = [(name, re.compile(re.escape(value) + _END), value) for name, value in kept]
+        self._secrets = sorted({value for value in secrets if len(value) >= 4}, key=len, reverse=True)
+        self._temporary = re.compile(r"(?<![\w./-])" + re.escape(tempfile.gettempdir().rstrip("/")) + r"/[^\s\"'`]*")
+
+    def safe(self, text: str) -> str:
+        """Secrets masked, places replaced: what an answer is stored as."""
+        text = redact(text)
+        for secret in self._secrets:
+            text = text.replace(secret, MASK)
+        for name, pattern, _ in self._places:
+            text = pattern.sub(name, text)
+        return text
+
+    def restore(self, text: str) -> str:
+        """An answer as the replaying machine would have heard it: places put back."""
+        for name, _, value in self._places:
+            text = text.replace(name, value)
+        return text
+
+    def stable(self, text: str) -> str:
+        """Safe, and the volatile values of a request normalised."""
+        return TIMESTAMP.sub("<timestamp>", self._temporary.sub("<tmp>", self.safe(text)))
+
+    def request(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` with every string stable and its tool-call ids numbered."""
+        ids: dict[str, str] = {}
+
+        def number(value: Any) -> Any:
+            if not isinstance(value, str):
+                return value
+            return ids.setdefault(value, f"call#{len(ids) + 1}")
+
+        def walk(value: Any, key: str | None, in_calls: bool) -> Any:
+            if isinstance(value, dict):
+                return {
+                    k: number(v) if k == "tool_call_id" or (in_calls and k == "id") else walk(v, k, False)
+                    for k, v in value.items()
+                }
+            if isinstance(value, list):
+                return [walk(item, None, key == "tool_calls") for item in value]
+            return self.stable(value) if isinstance(value, str) else value
+
+        walked: dict[str, Any] = walk(body, None, False)
+        return walked

@@ -1,0 +1,84 @@
+"""A cassette of the real claude (one-shot), recorded against the scripted model server, then
+replayed with the binary off PATH and the server stopped: the same transcript, tool calls
+and result. Locally the test skips when claude is not installed; in CI it fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+
+import pytest
+from live_agents import binary
+
+from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
+from nexusflow.testing import Cassette
+from nexusflow.testing.agents import FAKE_KEY
+from nexusflow.testing.conformance import SERVER_MODEL, scripted_cli
+
+pytestmark = [pytest.mark.anyio, pytest.mark.live, pytest.mark.usefixtures("prefect_server")]
+
+ran: list[tuple[int, int]] = []
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    ran.append((a, b))
+    return a + b
+
+
+def transcript(messages) -> list[tuple[str, str | None, list[tuple[str, str]]]]:
+    return [
+        (
+            m.role,
+            getattr(m, "content", None),
+            [(c.name, c.arguments) for c in getattr(m, "tool_calls", None) or []],
+        )
+        for m in messages
+    ]
+
+
+async def test_a_recorded_claude_run_replays_with_no_binary_and_no_server(tmp_path, monkeypatch):
+    command = binary("claude")
+    path = tmp_path / "claude.json"
+    call = json.dumps({"tool_calls": [{"id": "call_1", "name": "add", "arguments": {"a": 2, "b": 3}}]})
+    answer = json.dumps({"content": "It is 5."})
+    ran.clear()
+    async with scripted_cli(CliStyles.CLAUDE, [call, answer]) as (server, home, env):
+        recorder = create_cli_client(
+            CliStyles.CLAUDE,
+            command,
+            SERVER_MODEL,
+            transport=Transport.CLI,
+            env=env,
+            cwd=home,
+            timeout=180,
+            cassette=Cassette(path, "record"),
+        )
+        async with await Toolkit.load(tools=[add]) as toolkit:
+            recorded = await recorder.run("What is 2+3? Use the add tool.", toolkit, session_id=f"live-{uuid.uuid4()}")
+        asked = len(server.turns())
+    assert recorded.status == "completed", recorded.error
+    assert recorded.text == "It is 5." and ran == [(2, 3)] and asked == 2
+    text = path.read_text()
+    assert FAKE_KEY not in text and str(home) not in text
+    launches = json.loads(text)["launches"]
+    assert [launch["asked"]["argv"][0] for launch in launches] == ["claude", "claude"]
+
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert shutil.which("claude") is None and not os.path.exists(home), "no binary, no server, no home"
+    ran.clear()
+    replayer = create_cli_client(
+        CliStyles.CLAUDE, "claude", SERVER_MODEL, transport=Transport.CLI, env=env, cassette=Cassette(path, "replay")
+    )
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        replayed = await replayer.run("What is 2+3? Use the add tool.", toolkit, session_id=f"live-{uuid.uuid4()}")
+    assert replayed.status == "completed", replayed.error
+    assert replayed.text == recorded.text
+    assert ran == [(2, 3)]
+    assert transcript(replayed.messages) == transcript(recorded.messages)
+    assert replayed.metrics.usage == recorded.metrics.usage, "the usage claude reported is replayed too"
