@@ -21,9 +21,9 @@ from prefect.client.schemas.objects import StateType
 from prefect.utilities.asyncutils import run_coro_as_sync
 
 from nexusflow import Answer, ModelRequest, Toolkit, create_in_process_client, current_answer, suspend, tool
+from nexusflow._lease import lock_name
 from nexusflow.errors import ResumeError
 from nexusflow.memory import SessionStore
-from nexusflow._lease import lock_name
 from nexusflow.sessions import _info
 from nexusflow.testing import ScriptedModel
 
