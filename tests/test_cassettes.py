@@ -65,6 +65,7 @@ def transcript(messages) -> list[tuple[str, str | None, list[str]]]:
     ]
 
 
+@pytest.mark.slow  # two runs, the first launching the CLI twice: over 2 s
 async def test_a_recorded_run_replays_with_the_binary_gone(fake, claude_on_path, tmp_path, session_id):
     path = tmp_path / "cassettes" / "two-turns.json"
     script_two_turns(fake)
