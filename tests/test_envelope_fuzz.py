@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from nexusflow import CliError, CliStyles, ModelReply, ModelRequest, Usage
 from nexusflow.messages import Message, ToolMessage, UserMessage
 from nexusflow.transports.oneshot import CliConfig, CliTransport, Complaint, builtin_style, parse_reply
+from nexusflow.transports.oneshot.envelope import render
 
 # Hypothesis warns when the global `random` state moves while it draws, whoever moved it:
 # Prefect's background threads (left by earlier test modules) jitter their back-off with
@@ -245,8 +246,10 @@ class HostileCli(CliTransport):
         self.replies = replies
         self.launches = 0
 
-    async def _launch(self, prompt: str) -> tuple[str, Usage]:
-        prompt.encode("utf-8")  # as the real launch does: every complaint must be encodable
+    async def _launch(
+        self, request: ModelRequest, complaint: str | None, turn: int | None, launch: int
+    ) -> tuple[str, Usage]:
+        render(request, complaint).encode("utf-8")  # as the real launch does: every complaint must be encodable
         self.launches += 1
         return self.replies[(self.launches - 1) % len(self.replies)], Usage()
 
