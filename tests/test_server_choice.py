@@ -108,41 +108,10 @@ def test_a_second_server_for_a_home_is_refused_in_one_line(homes):
     assert done.stderr == f"nexusflow: a server for {a.path} is already running at {a.url}\n"
 
 
-@pytest.mark.slow
-def test_without_a_live_server_of_its_own_a_home_runs_embedded(homes, tmp_path):
-    """Home c finds another home's server on its default address (``PREFECT_SERVER_API_PORT``
-    is a's port: the command used to take any server there); home b's server was SIGKILLed
-    and left its record. Both run on an embedded server, quietly, side by side."""
-    a, b = homes["a"], homes["b"]
-    os.killpg(b.server.pid, signal.SIGKILL)
-    b.server.wait()
-    assert (b.path / "nexusflow-server.json").exists(), "a killed server leaves its record"
-    c = new_user_environment(tmp_path)
-    c["PREFECT_SERVER_API_PORT"] = a.url.rsplit(":", 1)[1].split("/")[0]
-    programs = [
-        subprocess.Popen(
-            [sys.executable, "-c", PROGRAM], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-        )
-        for env in (c, b.env)
-    ]
-    for process in programs:
-        out, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err[-3000:]
-        result = RunResult.model_validate_json(out.strip().splitlines()[-1])
-        assert result.status == "completed", result.error
-        assert "using an embedded Prefect server" in err and "Starting temporary server" in err
-        assert not recorded_on(a.url, result)
-        assert noise(err) == [], err
-
-
-@pytest.mark.slow
-def test_a_stopped_server_takes_its_record_with_it(homes):
-    a = homes["a"]
-    a.server.terminate()
-    assert a.server.wait(timeout=60) == 0
-    assert not (a.path / "nexusflow-server.json").exists()
-
-
+# Prefect picks the embedded server's port among 1,000 at random and takes any server that
+# answers there for its own; two processes started together (two jobs on one machine, two
+# tests) shared one server, which then went away with its process: a run failed with a 404
+# for the flow run it had just created. nexusflow gives it a port of its own.
 COLLIDING = '''
 import http.server, threading
 from prefect.server.api.server import SubprocessASGIServer
@@ -172,18 +141,39 @@ SubprocessASGIServer.is_port_available = staticmethod(lambda port: True)
 
 
 @pytest.mark.slow
-def test_the_embedded_server_is_never_another_processs_server_on_a_shared_port(tmp_path):
-    """Prefect picks the embedded server's port among 1,000 at random and takes any server
-    that answers there for its own; two processes started together (two jobs on one machine,
-    two tests) shared one server, which then went away with its process: a run failed with a
-    404 for the flow run it had just created. nexusflow gives it a port of its own."""
-    env = new_user_environment(tmp_path / "home")
-    done = subprocess.run(
-        [sys.executable, "-c", COLLIDING + PROGRAM], capture_output=True, text=True, env=env, timeout=240
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = RunResult.model_validate_json(done.stdout.strip().splitlines()[-1])
-    assert result.status == "completed" and result.text == "hi", result.error
+def test_without_a_live_server_of_its_own_a_home_runs_embedded(homes, tmp_path):
+    """Home c finds another home's server on its default address (``PREFECT_SERVER_API_PORT``
+    is a's port: the command used to take any server there), and meets Prefect's own port
+    race (``COLLIDING``); home b's server was SIGKILLed and left its record. Both run on an
+    embedded server of their own, quietly, side by side."""
+    a, b = homes["a"], homes["b"]
+    os.killpg(b.server.pid, signal.SIGKILL)
+    b.server.wait()
+    assert (b.path / "nexusflow-server.json").exists(), "a killed server leaves its record"
+    c = new_user_environment(tmp_path)
+    c["PREFECT_SERVER_API_PORT"] = a.url.rsplit(":", 1)[1].split("/")[0]
+    programs = [
+        subprocess.Popen(
+            [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for program, env in ((COLLIDING + PROGRAM, c), (PROGRAM, b.env))
+    ]
+    for process in programs:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-3000:]
+        result = RunResult.model_validate_json(out.strip().splitlines()[-1])
+        assert result.status == "completed" and result.text == "hi", result.error
+        assert "using an embedded Prefect server" in err and "Starting temporary server" in err
+        assert not recorded_on(a.url, result)
+        assert noise(err) == [], err
+
+
+@pytest.mark.slow
+def test_a_stopped_server_takes_its_record_with_it(homes):
+    a = homes["a"]
+    a.server.terminate()
+    assert a.server.wait(timeout=60) == 0
+    assert not (a.path / "nexusflow-server.json").exists()
 
 
 def test_a_servers_port_is_free_and_never_one_an_outgoing_connection_may_take(monkeypatch):
