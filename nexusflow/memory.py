@@ -111,6 +111,9 @@ class SessionStatus(BaseModel):
     cost_usd: float | None = None
     """What the session's turns cost, as reported (its replayed turns at what they first cost)."""
     tokens: int | None = None
+    waits_for: str | None = None
+    """What a waiting session waits for when it is no answer: a deployment's run waiting for
+    its quota's reset, its process gone (it is not crashed, and ``prune`` keeps it)."""
 
 
 async def write_status(session_id: str, status: SessionStatus) -> None:

@@ -53,7 +53,8 @@ class SessionInfo(BaseModel):
     turns: int
     tool_calls: int
     waits_for: str | None = None
-    """What a waiting session asks (its request's prompt)."""
+    """What a waiting session asks (its request's prompt), or, for a deployment's run that
+    waits for its quota's reset, that reset."""
     tool: str | None = None
     """The tool whose call waits for the answer."""
     error: str | None = None
@@ -116,7 +117,7 @@ async def _info(session_id: str) -> SessionInfo | None:
         updated=status.updated,
         turns=status.turns,
         tool_calls=status.tool_calls,
-        waits_for=request.prompt if request is not None else None,
+        waits_for=request.prompt if request is not None else status.waits_for,
         tool=request.tool if request is not None else None,
         cost_usd=status.cost_usd,
         tokens=status.tokens,

@@ -19,6 +19,8 @@ from prefect.client.orchestration import get_client
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 
+from nexusflow import list_sessions
+
 from cli_fixtures import envelope_answer, envelope_calls, styled
 from helpers.prefect_api import task_runs
 
@@ -181,7 +183,9 @@ async def test_a_job_whose_quota_is_spent_frees_its_worker_and_completes_after_t
     """The CLI says its window resets in 8 s (``NEXUSFLOW_ON_QUOTA=wait``, which the worker
     and its runs inherit): the run goes back to Scheduled at the reset and its process ends;
     a worker started after the reset runs it again, the finished steps replay, and nothing
-    ran twice."""
+    ran twice. While it waits, ``nexusflow sessions`` shows it waiting for the reset (on
+    906ad32 it showed running, then crashed once its lease went stale, and ``prune`` would
+    have deleted it)."""
     call = envelope_calls({"id": "c1", "name": "current_temperature", "arguments": {"city": "Oslo"}})
     spent = {
         "stderr": json.dumps({"error": {"message": "Quota exceeded. Please retry in 8s.", "code": 429}}),
@@ -197,6 +201,12 @@ async def test_a_job_whose_quota_is_spent_frees_its_worker_and_completes_after_t
     assert waiting is not None and waiting.is_scheduled() and waiting.name == "AwaitingQuota", waiting
     reset = waiting.state_details.scheduled_time
     assert reset is not None and reset > datetime.now(UTC), "scheduled at the reset, still ahead"
+    # Its process is gone and its lease no longer beats: the session is waiting, not
+    # crashed, so `prune` (crashed sessions by default) keeps what the reset replays.
+    session = next(info for info in await list_sessions() if info.flow_run_id == str(run.id))
+    assert session.state == "waiting", session
+    assert session.waits_for is not None and session.waits_for.startswith("quota reset at "), session
+    assert session.session_id not in {info.session_id for info in await list_sessions(state=["crashed"])}
     await anyio.sleep((reset - datetime.now(UTC)).total_seconds() + 0.5)
     await anyio.to_thread.run_sync(work_once)
     state = await wait_for_state(run.id, lambda s: s.is_final())

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
 from uuid import UUID
 
@@ -103,6 +104,10 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             **fields,
         )
 
+    async def left_for_the_reset(shown: str) -> None:
+        status = SessionStatus(state="waiting", flow_run_id=run_id, updated=_now(), waits_for=f"quota reset at {shown}")
+        await write_status(session_id, status)
+
     def quota_spent(exc: QuotaExhausted, then: str) -> None:
         logger.warning("%s; %s", exc, then)
         notify.quota_exhausted(session_id, run_id, exc, options.on_quota, then)
@@ -121,7 +126,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                 shown = until.isoformat(timespec="seconds")
                 quota_spent(exc, f"the run waits until {shown}, then asks again")
                 await progress.waiting(step, shown)
-                await wait_until(until)
+                await wait_until(until, partial(left_for_the_reset, shown))
         if replayed:  # a live turn logs what it decided in its own task run
             calls = ", ".join(call.name for call in record.reply.tool_calls)
             logger.info("turn %d replayed: %s", step, f"calls {calls}" if calls else "final answer")
