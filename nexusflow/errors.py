@@ -996,6 +996,10 @@ def cassette_launch_mixed(exported: bool) -> ValueError:
     return ValueError("a recorded launch holds an answer, and what it asked holds argv and prompt")
 
 
+def cassette_reply_invalid(exc: ValidationError) -> ValueError:
+    return ValueError(f"the reply is not a model's reply: {_problems(exc)}")
+
+
 def cassette_export_in_version_1() -> ValueError:
     return ValueError("a version 1 cassette holds no exported launch")
 

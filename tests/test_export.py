@@ -125,6 +125,17 @@ async def test_a_pending_run_answered_is_exported_and_replays_offline(fake, clau
     )
     assert usage.returncode == 2 and len(usage.stderr.splitlines()) == 1, usage.stderr
     assert usage.stderr.startswith("nexusflow: ") and "--cassette" in usage.stderr, usage.stderr
+    refused = subprocess.run(
+        [sys.executable, "-m", "nexusflow", "export", "never-ran-0", "--cassette", str(tmp_path / "none.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        "nexusflow: error: cassette export: no session 'never-ran-0' in the result storage\n",
+    )
+    assert not (tmp_path / "none.json").exists()
 
 
 def adds(request: ModelRequest) -> dict[str, object] | str:
@@ -278,3 +289,10 @@ def test_a_version_1_file_holds_no_exported_launch(tmp_path):
         Cassette(path)
     path.write_text(json.dumps({"version": 2, "launches": [launch]}))
     assert Cassette(path).launches[0].reply == {"content": "hi"}
+    path.write_text(json.dumps({"version": 2, "launches": [launch | {"reply": {"tool_calls": [{"id": "c"}]}}]}))
+    with pytest.raises(CassetteError) as caught:
+        Cassette(path)
+    assert str(caught.value) == (
+        f"cassette: {path} is not a cassette: launches.0.reply: Value error, the reply is not a model's reply:"
+        " tool_calls.0.function: Field required"
+    )

@@ -31,6 +31,7 @@ from ...errors import (
     cassette_invalid,
     cassette_launch_mixed,
     cassette_not_json,
+    cassette_reply_invalid,
     cassette_unreadable,
     cassette_version,
 )
@@ -103,7 +104,10 @@ class Launch(BaseModel):
     @classmethod
     def _a_reply(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None:
-            ModelReply.model_validate(value)
+            try:
+                ModelReply.model_validate(value)
+            except ValidationError as exc:
+                raise cassette_reply_invalid(exc) from None
         return value
 
     @model_validator(mode="after")
