@@ -296,3 +296,26 @@ def test_a_version_1_file_holds_no_exported_launch(tmp_path):
         f"cassette: {path} is not a cassette: launches.0.reply: Value error, the reply is not a model's reply:"
         " tool_calls.0.function: Field required"
     )
+
+
+async def test_a_session_run_again_exports_its_latest_run_or_is_refused_when_that_is_not_clear(tmp_path, session_id):
+    """Its first run's records stay beside the new ones: the turns that chain up are one run's,
+    and of two first turns the one that asked the latest prompt is the latest run's."""
+    path = tmp_path / "c.json"
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        for prompt in ("What is 2+3?", "Add 2 and 3."):
+            result = await create_in_process_client(adds).run(prompt, toolkit, session_id=session_id)
+            assert result.status == "completed", result.error
+        exported = await export_cassette(session_id, path)
+        assert [launch.asked.request["messages"][0]["content"] for launch in exported.launches] == ["Add 2 and 3."] * 2
+
+        again = await create_in_process_client(adds, system_prompt="Be brief.").run(
+            "Add 2 and 3.", toolkit, session_id=session_id
+        )
+        assert again.status == "completed", again.error
+    with pytest.raises(CassetteExportError) as caught:
+        await export_cassette(session_id, path)
+    assert str(caught.value) == (
+        f"cassette export: session {session_id!r} holds the turns of more than one run from turn 0 on (its"
+        " prompt or settings changed between runs); forget it and run it again to export one"
+    )

@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from prefect.filesystems import WritableFileSystem
 from prefect.utilities.asyncutils import run_coro_as_sync
@@ -35,7 +36,8 @@ from ..errors import (
     export_no_turns,
     export_running,
 )
-from ..messages import Message, ModelRequest
+from ..memory import SessionStore, read_inputs
+from ..messages import Message, ModelRequest, UserMessage
 from ..sessions import session_info
 from ..tasks import TurnRecord, chained_key
 from ..transports.cassette import CassetteFile, Scrub, default_places, exported, schema, secret_values
@@ -99,7 +101,8 @@ async def _turns(storage: WritableFileSystem, session_id: str) -> list[TurnRecor
     """The session's turns, in order, as its runs chained them. Each turn's key chains the
     key of the turn before it, and a record's own ``asked`` gives back the rest of its key:
     a session run again with another prompt keeps the first run's records beside the new
-    ones, and only the records that link up are one run's."""
+    ones, and only the records that link up are one run's; of several first turns, the one
+    that asked the session's latest prompt."""
     prefix = steps_prefix(session_id)
     numbered = {int(name) for name in await children(storage, prefix) if name.isdigit()}
     chain: list[TurnRecord] = []
@@ -128,8 +131,30 @@ async def _turns(storage: WritableFileSystem, session_id: str) -> list[TurnRecor
             raise export_no_request(session_id, step)
         if not linked:
             break
+        if len(linked) > 1 and step == 0:
+            linked = await _latest(session_id, linked)
         if len(linked) > 1:
             raise export_ambiguous(session_id, step)
         upstream, record = linked[0]
         chain.append(record)
     return chain
+
+
+async def _latest(session_id: str, linked: list[tuple[str, TurnRecord]]) -> list[tuple[str, TurnRecord]]:
+    """Of several first turns, those that asked the prompt (and history) of the session's
+    latest run, as ``Client.run`` stored them."""
+    state = await SessionStore().get(session_id)
+    inputs = await read_inputs(session_id, state.inputs) if state is not None else None
+    if inputs is None:
+        return linked
+    history = [message for message in inputs.history if message.role != "system"]
+    opening = [_said(message) for message in [*history, UserMessage(content=inputs.prompt)]]
+    return [
+        (key, record)
+        for key, record in linked
+        if record.asked is not None and [_said(m) for m in record.asked.new if m.role != "system"] == opening
+    ]
+
+
+def _said(message: Message) -> dict[str, Any]:
+    return message.model_dump(mode="json", exclude_none=True)
