@@ -323,21 +323,36 @@ async def read_record(model: type[Model], *parts: str, storage: WritableFileSyst
     """One of our records, or None when there is none; a record that exists but cannot be
     read is a ``StorageError`` (never a silent None: that would lose a pending run)."""
     key = _record_key(*parts)
-    storage = storage or await step_storage()
-    try:
-        method: Any = getattr(storage, "aread_path", None) or storage.read_path
-        result = method(key)
-        content = await result if hasattr(result, "__await__") else result
-    except Exception as exc:  # each storage says "no such key" in its own exception
-        if _missing(exc):
-            return None
-        raise storage_read_failed(key, exc) from exc
+    content = await _read(storage or await step_storage(), key)
     if not content:
         return None
     try:
         return model.model_validate_json(content)
     except ValueError as exc:
         raise storage_record_unreadable(key, exc) from exc
+
+
+async def read_step(model: type[Model], key: str, storage: WritableFileSystem) -> Model | None:
+    """The result a step stored under ``key`` (as Prefect wrote it), or None when there is none."""
+    content = await _read(storage, key)
+    if not content:
+        return None
+    try:
+        return model.model_validate(ResultRecord.deserialize(content).result)
+    except ValueError as exc:
+        raise storage_record_unreadable(key, exc) from exc
+
+
+async def _read(storage: WritableFileSystem, key: str) -> bytes | None:
+    try:
+        method: Any = getattr(storage, "aread_path", None) or storage.read_path
+        result = method(key)
+        content: bytes = await result if hasattr(result, "__await__") else result
+    except Exception as exc:  # each storage says "no such key" in its own exception
+        if _missing(exc):
+            return None
+        raise storage_read_failed(key, exc) from exc
+    return content
 
 
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound"}

@@ -51,6 +51,29 @@ async def children(storage: WritableFileSystem, prefix: str) -> list[str]:
     return await anyio.to_thread.run_sync(listed)
 
 
+async def files(storage: WritableFileSystem, prefix: str) -> list[str]:
+    """The names of the records directly under ``prefix``, sorted; a write's temporary file
+    (its name starts with a dot) is none of them."""
+    if isinstance(storage, LocalFileSystem):
+        root = _local_root(storage, prefix)
+        if not root.is_dir():
+            return []
+        return sorted(entry.name for entry in root.iterdir() if entry.is_file() and not entry.name.startswith("."))
+    s3 = _s3(storage)
+    if s3 is None:
+        raise storage_cannot_list(type(storage).__name__)
+    client, bucket, folder = s3
+    start = f"{folder}{prefix.strip('/')}/"
+
+    def listed() -> list[str]:
+        names: list[str] = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start, Delimiter="/"):
+            names += [entry["Key"][len(start) :] for entry in page.get("Contents", [])]
+        return sorted(name for name in names if name and not name.startswith("."))
+
+    return await anyio.to_thread.run_sync(listed)
+
+
 async def delete_tree(storage: WritableFileSystem, prefix: str) -> int:
     """Delete every record under ``prefix``; how many there were."""
     if isinstance(storage, LocalFileSystem):

@@ -15,7 +15,7 @@ Tool-level failures are not exceptions: they become error results the model read
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -981,10 +981,27 @@ def cassette_invalid(path: object, exc: ValidationError) -> CassetteError:
     return CassetteError(f"cassette: {path} is not a cassette: {_problems(exc)}")
 
 
-def cassette_version(path: object, version: object, ours: int) -> CassetteError:
+def cassette_version(path: object, version: object, ours: Sequence[int]) -> CassetteError:
+    read = " and ".join(str(number) for number in ours)
     return CassetteError(
-        f"cassette: {path} is version {version!r}; this nexusflow reads version {ours}: record it again"
+        f"cassette: {path} is version {version!r}; this nexusflow reads version{'s' if len(ours) > 1 else ''}"
+        f" {read}: record it again"
     )
+
+
+def cassette_launch_mixed(exported: bool) -> ValueError:
+    """Raised inside the file's validation, which reports it as ``cassette_invalid``."""
+    if exported:
+        return ValueError("an exported launch holds a reply and no answer, and what it asked holds no argv")
+    return ValueError("a recorded launch holds an answer, and what it asked holds argv and prompt")
+
+
+def cassette_reply_invalid(exc: ValidationError) -> ValueError:
+    return ValueError(f"the reply is not a model's reply: {_problems(exc)}")
+
+
+def cassette_export_in_version_1() -> ValueError:
+    return ValueError("a version 1 cassette holds no exported launch")
 
 
 def cassette_mode_unknown(mode: object) -> CassetteError:
@@ -1034,3 +1051,51 @@ def cassette_nearest(turn: int | None, launch: int) -> str:
 
 def cassette_played_out(times: int) -> str:
     return f"the same request was recorded {times} time{'s' if times != 1 else ''}, and each was played already"
+
+
+class CassetteExportError(CassetteError):
+    """A session cannot become a cassette: there is no such session, it still runs, or its
+    records lack what a cassette needs (see ``nexusflow.testing.export_cassette``)."""
+
+
+def export_no_session(session_id: str) -> CassetteExportError:
+    return CassetteExportError(f"cassette export: no session {session_id!r} in the result storage")
+
+
+def export_running(session_id: str, flow_run_id: str | None) -> CassetteExportError:
+    run = f" (flow run {flow_run_id})" if flow_run_id else ""
+    return CassetteExportError(
+        f"cassette export: session {session_id!r} is running{run}; export it once its run has ended"
+    )
+
+
+def export_no_turns(session_id: str) -> CassetteExportError:
+    return CassetteExportError(f"cassette export: session {session_id!r} has no finished turn to export")
+
+
+def export_no_request(session_id: str, step: int) -> CassetteExportError:
+    return CassetteExportError(
+        f"cassette export: turn {step} of session {session_id!r} was stored without its request (by an earlier"
+        " nexusflow); run the session again to export it"
+    )
+
+
+def export_hooked(session_id: str, step: int, hook: str) -> CassetteExportError:
+    return CassetteExportError(
+        f"cassette export: turn {step} of session {session_id!r} was changed by its {hook} hook; its record holds"
+        " what the hook was given, not what the model was asked or said"
+    )
+
+
+def export_acp_steps(session_id: str, step: int) -> CassetteExportError:
+    return CassetteExportError(
+        f"cassette export: turn {step} of session {session_id!r} holds an ACP agent's own tool calls; a cassette"
+        " replays one-shot CLI turns"
+    )
+
+
+def export_ambiguous(session_id: str, step: int) -> CassetteExportError:
+    return CassetteExportError(
+        f"cassette export: session {session_id!r} holds the turns of more than one run from turn {step} on (its"
+        " prompt or settings changed between runs); forget it and run it again to export one"
+    )

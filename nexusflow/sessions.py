@@ -125,6 +125,13 @@ async def _info(session_id: str) -> SessionInfo | None:
     )
 
 
+async def session_info(session_id: str) -> SessionInfo | None:
+    """One session as ``list_sessions`` shows it; None when the result storage holds no run of it."""
+    check_session_id(session_id, "session_info")
+    use_server()
+    return await _info(session_id)
+
+
 async def list_sessions(*, state: Iterable[str] = (), older_than: timedelta | None = None) -> list[SessionInfo]:
     """Every session in the result storage, the most recently active first; ``state`` keeps
     only those states, ``older_than`` only sessions idle for longer."""

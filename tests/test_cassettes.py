@@ -247,7 +247,7 @@ def test_the_environment_sets_the_mode_an_argument_leaves_out(tmp_path, monkeypa
 def test_a_file_that_is_not_a_cassette_of_this_version_is_refused(tmp_path):
     path = tmp_path / "c.json"
     for content, message in [
-        (json.dumps({"version": 2, "launches": []}), "is version 2; this nexusflow reads version 1: record it again"),
+        (json.dumps({"version": 3, "launches": []}), "is version 3; this nexusflow reads versions 1 and 2: record it"),
         ("{", "is not JSON: Expecting property name enclosed in double quotes at line 1"),
         (json.dumps({"version": 1, "launches": [{"turn": 0}]}), "is not a cassette: launches.0.asked: Field required"),
     ]:

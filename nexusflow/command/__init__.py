@@ -48,6 +48,7 @@ app.command(f"{_COMMANDS}:show", help="A past run's transcript and steps, by ses
 app.command(f"{_COMMANDS}:sessions", help="The sessions in the result storage and where each stands.")
 app.command(f"{_COMMANDS}:forget", help="Delete sessions' records, conversation and left-over lock.")
 app.command(f"{_COMMANDS}:prune", help="Forget the sessions idle for longer than a duration.")
+app.command(f"{_COMMANDS}:export", help="Write a cassette from a finished session's steps, to replay it in a test.")
 app.command(
     "nexusflow.command.server:server", help="Start a local Prefect server and print the PREFECT_API_URL to export."
 )

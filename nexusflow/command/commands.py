@@ -75,6 +75,7 @@ from ..messages import Answer, RunResult
 from ..output import OutputSpec
 from ..sessions import Forgotten, SessionInfo, duration, forget_session, list_sessions, prune_sessions
 from ..testing import ScriptedModel, follow_prompt
+from ..testing.export import export_cassette
 from ..toolkit import Toolkit
 from ..toolkit.mcp import load_mcp_config
 from ..toolkit.skills import load_skills
@@ -715,6 +716,26 @@ async def prune(*, older_than: str, state: Annotated[list[str] | None, Parameter
     for forgotten in pruned:
         _report_forgotten([forgotten], forgotten.session_id)
     print(f"nexusflow: pruned {_count(len(pruned), 'session')}", file=sys.stderr)
+    return 0
+
+
+async def export(session_id: str, /, *, cassette: Path) -> int:
+    """Write a cassette from a session's recorded steps (no live run, no CLI needed), so a
+    run that went wrong is replayed in a test, offline, the same way.
+
+    Parameters
+    ----------
+    session_id
+        The session to export: completed, failed, waiting or crashed, not running.
+    cassette
+        The cassette file to write (JSON); replay it with ``Cassette(FILE)`` on a CLI client.
+    """
+    chosen = _session_id(session_id)
+    use_server()
+    written = await export_cassette(chosen, cassette)
+    print(
+        f"nexusflow: wrote {_count(len(written.launches), 'turn')} of session {chosen} to {cassette}", file=sys.stderr
+    )
     return 0
 
 

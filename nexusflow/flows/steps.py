@@ -125,7 +125,7 @@ class Steps:
         self.turn_key = key  # calls an ACP agent makes during the turn follow it
         task = self.configured(model_turn, self.config.turn)
         assert self.model is not None, "the transport is open before the first turn"
-        state = await task(self.session_id, step, key, quote(request), quote(self.model), return_state=True)
+        state = await task(self.session_id, step, key, quote(request), quote(self.model), self.known, return_state=True)
         record = TurnRecord.model_validate(await state.aresult())
         replayed = self._record(
             order, "turn", f"turn-{step}", state.name, record.seconds, record.reply.usage, record.answered_by

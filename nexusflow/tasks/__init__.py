@@ -6,11 +6,12 @@ from .pending_call import suspension, wait
 from .session import remembered
 from .stored import check_stored, forget
 from .tool_call import ToolRecord, ToolRuntime, execute_tool, tool_call
-from .turn import TurnRecord, TurnRuntime, model_turn, produce_turn
+from .turn import TurnAsked, TurnRecord, TurnRuntime, model_turn, produce_turn
 
 __all__ = [
     "ToolRecord",
     "ToolRuntime",
+    "TurnAsked",
     "TurnRecord",
     "TurnRuntime",
     "chained_key",

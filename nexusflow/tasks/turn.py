@@ -8,10 +8,11 @@ import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from prefect import get_run_logger, task
 from prefect.transactions import CommitMode, atransaction
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from .._storage import synced
@@ -19,7 +20,7 @@ from ..budget import Holder, check, count
 from ..errors import QuotaExhausted, TransientError, hook_returned, model_empty_reply
 from ..events import Emit
 from ..hooks import AfterLlm, BeforeLlm, call_hook
-from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolCall
+from ..messages import AssistantMessage, Message, ModelReply, ModelRequest, ToolCall
 from ..subscription import SubscriptionLimit
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
 from ..transports.fallback import OWN, Fallbacks
@@ -33,6 +34,17 @@ MAX_RETRY_WAIT = 60.0
 """Seconds a backoff between two attempts of a turn never exceeds."""
 
 
+class TurnAsked(BaseModel):
+    """What a turn's request added to the one before it, exactly what its key hashes: the
+    messages new since the previous turn and, at the first turn, the request's settings
+    (tools, model, output schema). Every turn's request is rebuilt from these alone (a
+    cassette export does), at a cost that grows with the run, not with its square as a
+    whole request stored per turn would."""
+
+    new: list[Message]
+    settings: dict[str, Any] | None = None
+
+
 class TurnRecord(BaseModel):
     """What is persisted for a turn: the reply, and what it cost when it really ran."""
 
@@ -40,6 +52,11 @@ class TurnRecord(BaseModel):
     seconds: float
     answered_by: str | None = None
     """The fallback client that answered, when the run's own had spent its quota."""
+    asked: TurnAsked | None = None
+    """None in the records of a nexusflow that did not keep it."""
+    hooked: list[Literal["before_llm", "after_llm"]] = Field(default_factory=list)
+    """The hooks that replaced the turn's request or its reply: the record then holds what
+    the hook was given, not what the model was asked or said."""
 
 
 @dataclass(frozen=True)
@@ -72,12 +89,14 @@ async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnS
     """The turn itself, hooks around the transport's ``generate``, which alone holds a
     slot of the subscription's limit (a replayed turn never gets here: it takes none)."""
     started = time.perf_counter()
+    hooked: list[Literal["before_llm", "after_llm"]] = []
     if runtime.before_llm is not None:
         replaced = await call_hook("before_llm", runtime.before_llm, request)
         if replaced is not None:
             if not isinstance(replaced, ModelRequest):
                 raise hook_returned("before_llm", replaced)
             request = replaced
+            hooked.append("before_llm")
     reply, answered_by = await _answered(request, runtime, scope)
     if runtime.after_llm is not None:
         replaced = await call_hook("after_llm", runtime.after_llm, request, reply)
@@ -85,9 +104,10 @@ async def produce_turn(request: ModelRequest, runtime: TurnRuntime, scope: TurnS
             if not isinstance(replaced, ModelReply):
                 raise hook_returned("after_llm", replaced)
             reply = replaced
+            hooked.append("after_llm")
     if reply.content is None and not reply.tool_calls:
         raise model_empty_reply()
-    return TurnRecord(reply=reply, seconds=time.perf_counter() - started, answered_by=answered_by)
+    return TurnRecord(reply=reply, seconds=time.perf_counter() - started, answered_by=answered_by, hooked=hooked)
 
 
 async def _answered(
@@ -227,12 +247,17 @@ def _served_calls(runtime: TurnRuntime, step: int) -> CallTool | None:
     result_serializer="json",
     cache_policy=POSITIONAL_KEY,
 )
-async def model_turn(session_id: str, step: int, key: str, request: ModelRequest, runtime: TurnRuntime) -> TurnRecord:
+async def model_turn(
+    session_id: str, step: int, key: str, request: ModelRequest, runtime: TurnRuntime, since: int = 0
+) -> TurnRecord:
+    """``since``: how many of the request's messages the turn before it was asked already."""
     await synced(session_id)
     if runtime.budget is not None:
         await check(runtime.budget)
     scope = TurnScope(step=step, call_tool=_served_calls(runtime, step), emit=runtime.emit)
     record = await produce_turn(request, runtime, scope)
+    settings = request.model_dump(mode="json", exclude={"messages"}) if since == 0 else None
+    record = record.model_copy(update={"asked": TurnAsked(new=request.messages[since:], settings=settings)})
     if runtime.budget is not None:
         await count(runtime.budget, key, record.reply.usage)
     _log_decision(record)

@@ -1,6 +1,7 @@
 """Testing helpers for your own agent flows: deterministic models, a scripted model server
 that real agent CLIs talk to instead of a provider, and cassettes that record a real agent
-CLI's launches once and replay them offline.
+CLI's launches once and replay them offline, or write them from a finished session's records
+(``export_cassette``).
 
 Every name loads on first use: the pytest plugin nexusflow ships imports this package in
 every test session, and the server (``ScriptedModelServer``, ``ScriptedReply``,
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..transports.cassette import Cassette
     from .agents import scripted_environment
+    from .export import export_cassette, export_cassette_sync
     from .scripted import ScriptedModel, follow_prompt
     from .server import Recorded, ScriptedModelServer, ScriptedReply
 
@@ -23,6 +25,8 @@ __all__ = [
     "ScriptedModel",
     "ScriptedModelServer",
     "ScriptedReply",
+    "export_cassette",
+    "export_cassette_sync",
     "follow_prompt",
     "scripted_environment",
 ]
@@ -33,6 +37,8 @@ _WHERE = {
     "ScriptedModel": ".scripted",
     "ScriptedModelServer": ".server",
     "ScriptedReply": ".server",
+    "export_cassette": ".export",
+    "export_cassette_sync": ".export",
     "follow_prompt": ".scripted",
     "scripted_environment": ".agents",
 }

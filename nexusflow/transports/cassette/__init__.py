@@ -1,7 +1,7 @@
 """Cassettes: an agent CLI's launches recorded once and replayed offline (see ``cassette``)."""
 
-from .cassette import Cassette, active_cassette
-from .normalise import Scrub, secret_values
+from .cassette import Cassette, active_cassette, exported
+from .normalise import Scrub, default_places, secret_values
 from .schema import VERSION, Answer, Asked, CassetteFile, Launch
 
 __all__ = [
@@ -13,5 +13,7 @@ __all__ = [
     "Launch",
     "Scrub",
     "active_cassette",
+    "default_places",
+    "exported",
     "secret_values",
 ]

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 
@@ -28,6 +28,7 @@ from ...errors import (
     cassette_nothing_recorded,
     cassette_played_out,
 )
+from ...messages import ModelReply
 from ...settings import CassetteMode, settings
 from . import schema
 from .normalise import Scrub, default_places
@@ -81,14 +82,18 @@ class Cassette:
     def scrub(self, secrets: list[str]) -> Scrub:
         return Scrub(self._places, secrets)
 
-    def play(self, asked: Asked, turn: int | None, launch: int, scrub: Scrub) -> Answer:
-        """The answer recorded for ``asked`` (normalised here), each recording played once."""
+    def play(self, asked: Asked, turn: int | None, launch: int, scrub: Scrub) -> Answer | ModelReply:
+        """The answer recorded for ``asked`` (normalised here), or the reply exported for its
+        request, each recording played once."""
         wanted = _stable(asked, scrub)
-        same = [index for index, entry in enumerate(self._file.launches) if entry.asked == wanted]
+        same = [index for index, entry in enumerate(self._file.launches) if entry.asked == _compared(entry, wanted)]
         for index in same:
             if index not in self._played:
                 self._played.add(index)
-                return _texts(self._file.launches[index].answer, scrub.restore)
+                entry = self._file.launches[index]
+                if entry.answer is None:
+                    return ModelReply.model_validate(_strings(entry.reply, scrub.restore))
+                return _texts(entry.answer, scrub.restore)
         if same:
             raise CassetteMismatch(self.path, turn, launch, cassette_played_out(len(same)), [])
         raise self._mismatch(wanted, turn, launch)
@@ -96,10 +101,10 @@ class Cassette:
     def _mismatch(self, wanted: Asked, turn: int | None, launch: int) -> CassetteMismatch:
         if not self._file.launches:
             return CassetteMismatch(self.path, turn, launch, cassette_nothing_recorded(), [])
-        asked_lines = _lines(wanted)
 
         def likeness(index: int) -> tuple[float, bool, bool]:
             entry = self._file.launches[index]
+            asked_lines = _lines(_compared(entry, wanted))
             ratio = difflib.SequenceMatcher(None, _lines(entry.asked), asked_lines, autojunk=False).ratio()
             return ratio, index not in self._played, entry.turn == turn
 
@@ -107,7 +112,7 @@ class Cassette:
         diff = list(
             difflib.unified_diff(
                 _lines(nearest.asked),
-                asked_lines,
+                _lines(_compared(nearest, wanted)),
                 fromfile=f"recorded (turn {nearest.turn})",
                 tofile=f"asked (turn {turn})",
                 n=2,
@@ -164,10 +169,36 @@ def _texts(answer: Answer, change: Callable[[str], str]) -> Answer:
     )
 
 
+def exported(turn: int, request: dict[str, Any], reply: ModelReply, seconds: float, scrub: Scrub) -> Launch:
+    """A session's turn as an exported launch, made safe as a recorded one: its request
+    normalised for matching, its reply masked and its places named. The reply keeps what the
+    model said and what it cost; how it was produced (launches, repairs) was no launch here."""
+    said = reply.model_dump(mode="json", exclude_none=True, include={"content", "tool_calls", "usage"})
+    asked = Asked(request=scrub.request(request))
+    return Launch(turn=turn, asked=asked, reply=_strings(said, scrub.safe), seconds=round(seconds, 3))
+
+
+def _compared(entry: Launch, wanted: Asked) -> Asked:
+    """What of ``wanted`` the entry is matched on: all of it, or for an exported launch,
+    which is replayed above the envelope and the process, its request alone."""
+    return wanted if entry.answer is not None else wanted.model_copy(update={"argv": None, "prompt": None})
+
+
+def _strings(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` (JSON-ready) with ``change`` applied to each of its strings."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {key: _strings(item, change) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_strings(item, change) for item in value]
+    return value
+
+
 def _stable(asked: Asked, scrub: Scrub) -> Asked:
     return Asked(
-        argv=[scrub.stable(arg) for arg in asked.argv],
-        prompt=scrub.stable(asked.prompt),
+        argv=None if asked.argv is None else [scrub.stable(arg) for arg in asked.argv],
+        prompt=None if asked.prompt is None else scrub.stable(asked.prompt),
         request=scrub.request(asked.request),
         repair=None if asked.repair is None else scrub.stable(asked.repair),
     )

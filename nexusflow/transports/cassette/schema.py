@@ -1,6 +1,11 @@
 """The cassette file: stable, readable JSON with a version, meant to be committed beside the
 test that recorded it. Fields keep their order and the request keeps its own key order, so a
-recording made again of the same run changes only what changed."""
+recording made again of the same run changes only what changed.
+
+Version 2 adds exported launches (``Launch.reply``: a session's turn as nexusflow parsed
+it, see ``nexusflow.testing.export_cassette``). A file is written in the lowest version that
+holds what it holds, so a recording stays version 1, byte for byte; a nexusflow that reads
+only version 1 refuses an export by its version instead of by a field it never heard of."""
 
 from __future__ import annotations
 
@@ -10,11 +15,38 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
-from ...errors import cassette_invalid, cassette_not_json, cassette_unreadable, cassette_version
+from ...errors import (
+    cassette_export_in_version_1,
+    cassette_invalid,
+    cassette_launch_mixed,
+    cassette_not_json,
+    cassette_reply_invalid,
+    cassette_unreadable,
+    cassette_version,
+)
+from ...messages import ModelReply
 
-VERSION: Literal[1] = 1
+VERSION: Literal[2] = 2
+"""The newest version this nexusflow writes."""
+VERSIONS = (1, 2)
+"""The versions it reads."""
+
+
+def _without(data: dict[str, Any], *names: str) -> dict[str, Any]:
+    """``data`` without those of ``names`` whose value is None: a field a kind of launch never
+    has is left out, and a version 1 recording is written as it always was."""
+    return {key: value for key, value in data.items() if key not in names or value is not None}
 
 
 class Asked(BaseModel):
@@ -22,13 +54,20 @@ class Asked(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    argv: list[str] = Field(
+    argv: list[str] | None = Field(
+        default=None,
         description="The binary's name and its arguments; {{prompt}}, {{file}} and {{out}} stand for the"
-        " prompt and the temporary files, which change every launch."
+        " prompt and the temporary files, which change every launch. None in an exported launch.",
     )
-    prompt: str = Field(description="The envelope's instructions, before the request.")
+    prompt: str | None = Field(
+        default=None, description="The envelope's instructions, before the request. None in an exported launch."
+    )
     request: dict[str, Any] = Field(description="The request body, as sent.")
     repair: str | None = Field(default=None, description="The complaint a repair launch appended, if any.")
+
+    @model_serializer(mode="wrap")
+    def _kept(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without(handler(self), "argv", "prompt")
 
 
 class Answer(BaseModel):
@@ -45,20 +84,57 @@ class Answer(BaseModel):
 
 
 class Launch(BaseModel):
+    """A recorded launch holds the CLI's ``answer``. An exported one holds the ``reply``
+    instead: a session's records keep the reply as the envelope parsed it, never the CLI's
+    output, its argv or the envelope's instructions, so it is replayed above the process and
+    the envelope, and matched by its request alone."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     turn: int | None = Field(description="The run's step that launched it (0 for the first turn).")
     launch: int = Field(default=1, description="1, then one more for each repair of the turn's reply.")
     asked: Asked
-    answer: Answer
+    answer: Answer | None = None
+    reply: dict[str, Any] | None = Field(
+        default=None, description="An exported turn's reply (a ModelReply), as nexusflow parsed it."
+    )
     seconds: float = Field(description="How long the launch took when it was recorded.")
+
+    @field_validator("reply")
+    @classmethod
+    def _a_reply(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            try:
+                ModelReply.model_validate(value)
+            except ValidationError as exc:
+                raise cassette_reply_invalid(exc) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Launch:
+        recorded = self.asked.argv is not None and self.asked.prompt is not None
+        if self.reply is None and (self.answer is None or not recorded):
+            raise cassette_launch_mixed(exported=False)
+        if self.reply is not None and (self.answer is not None or self.asked.argv is not None):
+            raise cassette_launch_mixed(exported=True)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _kept(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without(handler(self), "answer", "reply")
 
 
 class CassetteFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    version: Literal[1] = VERSION
+    version: Literal[1, 2] = 1
     launches: list[Launch] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _exports_need_2(self) -> CassetteFile:
+        if self.version == 1 and any(launch.reply is not None for launch in self.launches):
+            raise cassette_export_in_version_1()
+        return self
 
 
 def read(path: Path) -> CassetteFile:
@@ -68,8 +144,8 @@ def read(path: Path) -> CassetteFile:
         raise cassette_not_json(path, exc) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise cassette_unreadable(path, exc) from exc
-    if not isinstance(data, dict) or data.get("version") != VERSION:
-        raise cassette_version(path, data.get("version") if isinstance(data, dict) else None, VERSION)
+    if not isinstance(data, dict) or data.get("version") not in VERSIONS:
+        raise cassette_version(path, data.get("version") if isinstance(data, dict) else None, VERSIONS)
     try:
         return CassetteFile.model_validate(data)
     except ValidationError as exc:
@@ -77,8 +153,11 @@ def read(path: Path) -> CassetteFile:
 
 
 def text(cassette: CassetteFile) -> str:
-    """Two-space indented JSON, non-ASCII kept as is, one newline at the end."""
-    return json.dumps(cassette.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+    """Two-space indented JSON, non-ASCII kept as is, one newline at the end; in the lowest
+    version that holds the launches."""
+    exported = any(launch.reply is not None for launch in cassette.launches)
+    data = cassette.model_copy(update={"version": VERSION if exported else 1}).model_dump(mode="json")
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def write(path: Path, content: str) -> None:

@@ -111,11 +111,14 @@ class CliTransport:
         usage = Usage()
         for attempt in range(attempts):
             try:
-                answer, used = await self._launch(request, complaint, turn, attempt + 1)
+                launched = await self._launch(request, complaint, turn, attempt + 1)
             except CliError as exc:
                 if retry_matches(self.config.retry_on, str(exc)):
                     raise CliTransientError(str(exc), launches=attempt + 1) from exc
                 raise
+            if isinstance(launched, ModelReply):
+                return launched  # an exported turn: parsed already, no launch made
+            answer, used = launched
             usage += used  # a repair is paid for too
             parsed = parse_reply(answer, tools, request.messages)
             if isinstance(parsed, ModelReply):
@@ -126,7 +129,8 @@ class CliTransport:
 
     async def _launch(
         self, request: ModelRequest, complaint: str | None, turn: int | None, launch: int
-    ) -> tuple[str, Usage]:
+    ) -> tuple[str, Usage] | ModelReply:
+        """The CLI's answer and what it cost; replaying, the reply an exported launch holds."""
         config = self.config
         style = config.style
         prompt = render(request, complaint)
@@ -215,8 +219,12 @@ class CliTransport:
         asked = self._asked(request, prompt)
         await cassette.record(asked, answer, turn=turn, launch=launch, seconds=seconds, scrub=self._scrub(cassette))
 
-    def _replay(self, cassette: Cassette, asked: Asked, turn: int | None, launch: int) -> tuple[str, Usage]:
+    def _replay(
+        self, cassette: Cassette, asked: Asked, turn: int | None, launch: int
+    ) -> tuple[str, Usage] | ModelReply:
         answer = cassette.play(asked, turn, launch, self._scrub(cassette))
+        if isinstance(answer, ModelReply):
+            return answer
         if answer.failed is not None:
             raise cli_replayed_failure(answer.failed)
         stdout = bytes.fromhex(answer.stdout) if "stdout" in answer.hex else answer.stdout.encode()

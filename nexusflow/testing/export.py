@@ -1,0 +1,160 @@
+"""A finished run becomes a test: a session's recorded steps written as a cassette, so a run
+that went wrong in production replays in a test, offline, the same way. No binary is needed
+and nothing runs live: the cassette comes from the result storage alone.
+
+What the records hold decides what the cassette holds. A turn's record keeps the reply as
+the envelope parsed it (content, tool calls, usage) and what its request added to the turn
+before it (``TurnAsked``), so every turn's request is rebuilt exactly. The CLI's own output
+is never stored, nor the client's style, argv or envelope instructions: an exported launch
+therefore carries the reply instead of an answer, is replayed above the process and the
+envelope, and is matched by its request alone, normalised as a recorded launch is and
+failing with the same diff when the code under test asks something else. The tools are not
+in the cassette: on replay they really run, and a tool whose result changed shows up at the
+turn that reads it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prefect.filesystems import WritableFileSystem
+from prefect.utilities.asyncutils import run_coro_as_sync
+
+from .._checks import check_session_id
+from .._storage import read_step, step_storage, steps_prefix
+from .._storage_tree import children, files
+from ..errors import (
+    export_acp_steps,
+    export_ambiguous,
+    export_hooked,
+    export_no_request,
+    export_no_session,
+    export_no_turns,
+    export_running,
+)
+from ..memory import SessionStore, read_inputs
+from ..messages import Message, ModelRequest, UserMessage
+from ..sessions import session_info
+from ..tasks import TurnRecord, chained_key
+from ..transports.cassette import CassetteFile, Scrub, default_places, exported, schema, secret_values
+
+_RECORD = re.compile(r"^0-[0-9a-f]+$")
+"""A turn's record: ``<call>-<digest>``, and a turn is call 0 (see ``tasks.keys``)."""
+
+
+async def export_cassette(
+    session_id: str,
+    path: str | os.PathLike[str],
+    *,
+    places: Mapping[str, str | os.PathLike[str]] | None = None,
+) -> CassetteFile:
+    """Write the cassette of a session that is not running (completed, failed, waiting or
+    crashed: each turn it finished) to ``path``, and return it. Replay it with a CLI client
+    and ``Cassette(path)``. Secrets are masked as in a recording: the values nexusflow
+    registered and those of this process's environment whose names say they are secret;
+    ``places`` names folders that differ between machines, beside the working directory and
+    the home folder. Refused with a ``CassetteExportError``: no such session, a running one,
+    records without what a cassette needs."""
+    check_session_id(session_id, "export_cassette")
+    info = await session_info(session_id)
+    if info is None:
+        raise export_no_session(session_id)
+    if info.state == "running":
+        raise export_running(session_id, info.flow_run_id)
+    turns = await _turns(await step_storage(), session_id)
+    if not turns:
+        raise export_no_turns(session_id)
+    named = default_places() | {name: os.fspath(value) for name, value in (places or {}).items()}
+    scrub = Scrub(named, secret_values(dict(os.environ)))
+    settings = turns[0].asked.settings if turns[0].asked is not None else None
+    messages: list[Message] = []
+    launches = []
+    for step, record in enumerate(turns):
+        assert record.asked is not None, "a turn without its request is refused in _turns"
+        if record.hooked:
+            raise export_hooked(session_id, step, record.hooked[0])
+        if record.reply.steps:
+            raise export_acp_steps(session_id, step)
+        messages += record.asked.new
+        body = ModelRequest.model_validate({**(settings or {}), "messages": messages}).body()
+        launches.append(exported(step, body, record.reply, record.seconds, scrub))
+    cassette = CassetteFile(version=schema.VERSION, launches=launches)
+    schema.write(Path(path), schema.text(cassette))
+    return cassette
+
+
+def export_cassette_sync(
+    session_id: str,
+    path: str | os.PathLike[str],
+    *,
+    places: Mapping[str, str | os.PathLike[str]] | None = None,
+) -> CassetteFile:
+    """``export_cassette`` for synchronous code."""
+    return run_coro_as_sync(export_cassette(session_id, path, places=places))
+
+
+async def _turns(storage: WritableFileSystem, session_id: str) -> list[TurnRecord]:
+    """The session's turns, in order, as its runs chained them. Each turn's key chains the
+    key of the turn before it, and a record's own ``asked`` gives back the rest of its key:
+    a session run again with another prompt keeps the first run's records beside the new
+    ones, and only the records that link up are one run's; of several first turns, the one
+    that asked the session's latest prompt."""
+    prefix = steps_prefix(session_id)
+    numbered = {int(name) for name in await children(storage, prefix) if name.isdigit()}
+    chain: list[TurnRecord] = []
+    upstream = ""
+    while len(chain) in numbered:
+        step = len(chain)
+        linked: list[tuple[str, TurnRecord]] = []
+        lacking = False
+        for name in await files(storage, f"{prefix}/{step}/turn"):
+            if not _RECORD.match(name):
+                continue  # not a turn's record (a lock, say)
+            key = f"{prefix}/{step}/turn/{name}"
+            record = await read_step(TurnRecord, key, storage)
+            if record is None:
+                continue
+            if record.asked is None or (step == 0 and record.asked.settings is None):
+                lacking = True
+                continue
+            inputs = {
+                "new": [message.model_dump(mode="json", exclude_none=True) for message in record.asked.new],
+                "settings": record.asked.settings,
+            }
+            if chained_key(session_id, step, "turn", 0, upstream, inputs) == key:
+                linked.append((key, record))
+        if not linked and lacking:
+            raise export_no_request(session_id, step)
+        if not linked:
+            break
+        if len(linked) > 1 and step == 0:
+            linked = await _latest(session_id, linked)
+        if len(linked) > 1:
+            raise export_ambiguous(session_id, step)
+        upstream, record = linked[0]
+        chain.append(record)
+    return chain
+
+
+async def _latest(session_id: str, linked: list[tuple[str, TurnRecord]]) -> list[tuple[str, TurnRecord]]:
+    """Of several first turns, those that asked the prompt (and history) of the session's
+    latest run, as ``Client.run`` stored them."""
+    state = await SessionStore().get(session_id)
+    inputs = await read_inputs(session_id, state.inputs) if state is not None else None
+    if inputs is None:
+        return linked
+    history = [message for message in inputs.history if message.role != "system"]
+    opening = [_said(message) for message in [*history, UserMessage(content=inputs.prompt)]]
+    return [
+        (key, record)
+        for key, record in linked
+        if record.asked is not None and [_said(m) for m in record.asked.new if m.role != "system"] == opening
+    ]
+
+
+def _said(message: Message) -> dict[str, Any]:
+    return message.model_dump(mode="json", exclude_none=True)

@@ -1,0 +1,321 @@
+"""A finished run becomes a test: ``nexusflow export SESSION --cassette FILE`` writes a cassette
+from a session's recorded steps (no binary, no live run), and the same program replays it
+offline with its tools really running; drift fails with the pinned diff; a session that does
+not exist, still runs, or whose records lack what a cassette needs is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from nexusflow import (
+    Answer,
+    CassetteError,
+    CassetteExportError,
+    CliStyles,
+    ModelRequest,
+    Toolkit,
+    Transport,
+    create_cli_client,
+    create_in_process_client,
+    current_answer,
+    suspend,
+    tool,
+)
+from nexusflow.testing import Cassette, export_cassette, export_cassette_sync
+
+from cli_fixtures import FAKE_CLI, FakeCli, envelope_answer, envelope_calls, styled
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
+
+deployed: list[str] = []
+
+
+@tool
+def deploy(service: str) -> str:
+    """Deploy a service, after approval."""
+    if current_answer() is None:
+        return suspend(f"May I deploy {service}?")
+    deployed.append(service)
+    return f"deployed {service}"
+
+
+@pytest.fixture
+def claude_on_path(fake: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fake CLI installed as ``claude`` in a folder of its own at the front of PATH."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    binary = folder / "claude"
+    shutil.copy(FAKE_CLI, binary)
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return binary
+
+
+def transcript(messages) -> list[tuple[str, str | None, list[tuple[str, str]]]]:
+    return [
+        (m.role, getattr(m, "content", None), [(c.id, c.arguments) for c in getattr(m, "tool_calls", None) or []])
+        for m in messages
+    ]
+
+
+async def deploy_program(client, session_id: str):
+    """The program under test: ask to deploy, get the approval, go on."""
+    async with await Toolkit.load(tools=[deploy]) as toolkit:
+        waiting = await client.run("Deploy web.", toolkit, session_id=session_id)
+        assert waiting.status == "pending" and waiting.request is not None, waiting.error
+        return await client.resume(session_id, Answer(id=waiting.request.id, ok=True), toolkit)
+
+
+@pytest.mark.slow  # a run, its resume, the command in its own process and the replay: over 5 s
+async def test_a_pending_run_answered_is_exported_and_replays_offline(fake, claude_on_path, tmp_path, session_id):
+    fake.script(
+        styled("claude", envelope_calls({"name": "deploy", "arguments": {"service": "web"}})),
+        styled("claude", envelope_answer("Deployed web.")),
+    )
+    deployed.clear()
+    live = await deploy_program(create_cli_client(CliStyles.CLAUDE, "claude", transport=Transport.CLI), session_id)
+    assert live.status == "completed" and live.text == "Deployed web.", live.error
+    assert deployed == ["web"] and len(fake.calls()) == 2
+
+    claude_on_path.unlink()  # the export needs no binary
+    path = tmp_path / "exported.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "nexusflow", "export", session_id, "--cassette", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr == f"nexusflow: wrote 2 turns of session {session_id} to {path}\n"
+    saved = json.loads(path.read_text())
+    assert saved["version"] == 2, "an exported cassette is version 2"
+    assert [(launch["turn"], sorted(launch["asked"])) for launch in saved["launches"]] == [
+        (0, ["repair", "request"]),
+        (1, ["repair", "request"]),
+    ], "an exported launch asked no argv and no envelope prompt: the records never held them"
+    first, second = (launch["reply"] for launch in saved["launches"])
+    assert [call["function"]["name"] for call in first["tool_calls"]] == ["deploy"]
+    assert first["usage"]["input_tokens"] == 10, "what the turn cost comes back on replay"
+    assert second["content"] == "Deployed web."
+    messages = saved["launches"][1]["asked"]["request"]["messages"]
+    assert messages[-1] == {"role": "tool", "content": "deployed web", "tool_call_id": "call#1"}, messages
+
+    deployed.clear()
+    cassette = Cassette(path)
+    assert cassette.replaying
+    replaying = create_cli_client(CliStyles.CLAUDE, "claude", transport=Transport.CLI, cassette=cassette)
+    replayed = await deploy_program(replaying, session_id + "-replay")
+    assert replayed.status == "completed" and replayed.text == "Deployed web.", replayed.error
+    assert deployed == ["web"], "the tool really runs on replay, after the approval"
+    assert transcript(replayed.messages) == transcript(live.messages)
+    assert cassette.unplayed() == [] and len(fake.calls()) == 2, "no process started"
+
+    usage = subprocess.run(
+        [sys.executable, "-m", "nexusflow", "export", session_id], capture_output=True, text=True, timeout=300
+    )
+    assert usage.returncode == 2 and len(usage.stderr.splitlines()) == 1, usage.stderr
+    assert usage.stderr.startswith("nexusflow: ") and "--cassette" in usage.stderr, usage.stderr
+    refused = subprocess.run(
+        [sys.executable, "-m", "nexusflow", "export", "never-ran-0", "--cassette", str(tmp_path / "none.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        "nexusflow: error: cassette export: no session 'never-ran-0' in the result storage\n",
+    )
+    assert not (tmp_path / "none.json").exists()
+
+
+def adds(request: ModelRequest) -> dict[str, object] | str:
+    results = [message.content for message in request.messages if message.role == "tool"]
+    if not results:
+        return {"tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 2, "b": 3}}]}
+    return f"It is {results[-1]}."
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def exported(path: Path, session_id: str, prompt: str = "What is 2+3?") -> None:
+    """A two-turn session of the in-process model, exported: any client's turns export."""
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        result = await create_in_process_client(adds).run(prompt, toolkit, session_id=session_id)
+    assert result.status == "completed", result.error
+    await export_cassette(session_id, path)
+
+
+def replaying(path: Path):
+    return create_cli_client(CliStyles.CLAUDE, "claude", transport=Transport.CLI, cassette=Cassette(path, "replay"))
+
+
+async def test_an_exported_cassette_fails_with_the_pinned_diff_when_the_prompt_drifts(tmp_path, session_id):
+    path = tmp_path / "c.json"
+    await exported(path, session_id)
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        same = await replaying(path).run("What is 2+3?", toolkit, session_id=session_id + "-same")
+        drifted = await replaying(path).run("What is 2+4?", toolkit, session_id=session_id + "-drift")
+    assert same.status == "completed" and same.text == "It is 5.", same.error
+    assert drifted.status == "failed"
+    header, diff = drifted.error.split(":\n", 1)
+    assert header == f"cassette: {path} has no recording for turn 0; the nearest recording (turn 0) differs"
+    changed = [line for line in diff.splitlines() if line.startswith(("-", "+"))]
+    assert changed == [
+        "--- recorded (turn 0)",
+        "+++ asked (turn 0)",
+        '-        "content": "What is 2+3?"',
+        '+        "content": "What is 2+4?"',
+    ], diff
+    assert '"argv"' not in diff and '"prompt"' not in diff, "an exported launch is matched by its request alone"
+
+
+async def test_an_exported_cassette_fails_at_the_turn_that_reads_a_changed_tool_result(tmp_path, session_id):
+    path = tmp_path / "c.json"
+    await exported(path, session_id)
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b + 1
+
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        result = await replaying(path).run("What is 2+3?", toolkit, session_id=session_id + "-2")
+    assert result.status == "failed"
+    header, diff = result.error.split(":\n", 1)
+    assert header == f"cassette: {path} has no recording for turn 1; the nearest recording (turn 1) differs"
+    assert [line for line in diff.splitlines() if line.startswith(("-  ", "+  "))] == [
+        '-        "content": "5"',
+        '+        "content": "6"',
+    ], diff
+
+
+def test_a_session_that_does_not_exist_is_refused(tmp_path):
+    with pytest.raises(CassetteExportError) as caught:
+        export_cassette_sync("never-ran-0", tmp_path / "c.json")
+    assert str(caught.value) == "cassette export: no session 'never-ran-0' in the result storage"
+    assert not (tmp_path / "c.json").exists()
+
+
+async def test_a_running_session_is_refused(tmp_path, session_id):
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Wait to be let go."""
+        started.set()
+        release.wait(60)
+        return "let go"
+
+    def calls_slow(request: ModelRequest) -> dict[str, object] | str:
+        if any(message.role == "tool" for message in request.messages):
+            return "done"
+        return {"tool_calls": [{"name": "slow", "arguments": {}}]}
+
+    outcome = []
+    async with await Toolkit.load(tools=[slow]) as toolkit:
+
+        async def run() -> None:
+            outcome.append(await create_in_process_client(calls_slow).run("go", toolkit, session_id=session_id))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            assert await anyio.to_thread.run_sync(started.wait, 60)
+            try:
+                with pytest.raises(CassetteExportError) as caught:
+                    await export_cassette(session_id, tmp_path / "c.json")
+            finally:
+                release.set()
+    assert str(caught.value).startswith(f"cassette export: session {session_id!r} is running (flow run ")
+    assert str(caught.value).endswith("); export it once its run has ended")
+    assert outcome[0].status == "completed", outcome[0].error
+    await export_cassette(session_id, tmp_path / "c.json")  # once ended, it exports
+    assert len(json.loads((tmp_path / "c.json").read_text())["launches"]) == 2
+
+
+async def test_a_turn_a_hook_rewrote_is_refused(tmp_path, session_id):
+    def shorter(request: ModelRequest) -> ModelRequest:
+        return request.model_copy(update={"messages": request.messages[-1:]})
+
+    client = create_in_process_client(adds, before_llm=shorter)
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        result = await client.run("What is 2+3?", toolkit, session_id=session_id)
+    assert result.status == "completed", result.error
+    with pytest.raises(CassetteExportError) as caught:
+        await export_cassette(session_id, tmp_path / "c.json")
+    assert str(caught.value) == (
+        f"cassette export: turn 0 of session {session_id!r} was changed by its before_llm hook; its record holds"
+        " what the hook was given, not what the model was asked or said"
+    )
+
+
+async def test_records_kept_without_their_request_are_refused(tmp_path, storage, session_id):
+    """A turn stored by a nexusflow that kept no request with the reply (as before export)."""
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        result = await create_in_process_client(adds).run("What is 2+3?", toolkit, session_id=session_id)
+    assert result.status == "completed", result.error
+    (record,) = (storage / "nexusflow" / "sessions" / session_id / "steps" / "0" / "turn").iterdir()
+    stored = json.loads(record.read_text())
+    result = json.loads(stored["result"])  # what Prefect's JSON serializer wrote, as a string
+    assert "asked" in result["data"], result
+    del result["data"]["asked"]
+    record.write_text(json.dumps(stored | {"result": json.dumps(result)}))
+    with pytest.raises(CassetteExportError) as caught:
+        await export_cassette(session_id, tmp_path / "c.json")
+    assert str(caught.value) == (
+        f"cassette export: turn 0 of session {session_id!r} was stored without its request (by an earlier"
+        " nexusflow); run the session again to export it"
+    )
+
+
+def test_a_version_1_file_holds_no_exported_launch(tmp_path):
+    path = tmp_path / "c.json"
+    launch = {"turn": 0, "asked": {"request": {"messages": []}}, "reply": {"content": "hi"}, "seconds": 0.1}
+    path.write_text(json.dumps({"version": 1, "launches": [launch]}))
+    with pytest.raises(CassetteError, match="is not a cassette: .*a version 1 cassette holds no exported launch"):
+        Cassette(path)
+    path.write_text(json.dumps({"version": 2, "launches": [launch]}))
+    assert Cassette(path).launches[0].reply == {"content": "hi"}
+    path.write_text(json.dumps({"version": 2, "launches": [launch | {"reply": {"tool_calls": [{"id": "c"}]}}]}))
+    with pytest.raises(CassetteError) as caught:
+        Cassette(path)
+    assert str(caught.value) == (
+        f"cassette: {path} is not a cassette: launches.0.reply: Value error, the reply is not a model's reply:"
+        " tool_calls.0.function: Field required"
+    )
+
+
+async def test_a_session_run_again_exports_its_latest_run_or_is_refused_when_that_is_not_clear(tmp_path, session_id):
+    """Its first run's records stay beside the new ones: the turns that chain up are one run's,
+    and of two first turns the one that asked the latest prompt is the latest run's."""
+    path = tmp_path / "c.json"
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        for prompt in ("What is 2+3?", "Add 2 and 3."):
+            result = await create_in_process_client(adds).run(prompt, toolkit, session_id=session_id)
+            assert result.status == "completed", result.error
+        exported = await export_cassette(session_id, path)
+        assert [launch.asked.request["messages"][0]["content"] for launch in exported.launches] == ["Add 2 and 3."] * 2
+
+        again = await create_in_process_client(adds, system_prompt="Be brief.").run(
+            "Add 2 and 3.", toolkit, session_id=session_id
+        )
+        assert again.status == "completed", again.error
+    with pytest.raises(CassetteExportError) as caught:
+        await export_cassette(session_id, path)
+    assert str(caught.value) == (
+        f"cassette export: session {session_id!r} holds the turns of more than one run from turn 0 on (its"
+        " prompt or settings changed between runs); forget it and run it again to export one"
+    )
