@@ -1,6 +1,7 @@
 """Testing helpers for your own agent flows: deterministic models, a scripted model server
-that real agent CLIs talk to instead of a provider, and cassettes that record a real agent
-CLI's launches once and replay them offline.
+that real agent CLIs talk to instead of a provider, cassettes that record a real agent CLI's
+launches once and replay them offline, and ``crash_at_every_step``: your agent program killed
+at each step boundary in turn and resumed, with nothing run twice.
 
 Every name loads on first use: the pytest plugin nexusflow ships imports this package in
 every test session, and the server (``ScriptedModelServer``, ``ScriptedReply``,
@@ -12,27 +13,39 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..errors import CrashResumeError, CrashTestError
     from ..transports.cassette import Cassette
     from .agents import scripted_environment
+    from .crash import CrashBoundary, CrashReport, crash_at_every_step
     from .scripted import ScriptedModel, follow_prompt
     from .server import Recorded, ScriptedModelServer, ScriptedReply
 
 __all__ = [
     "Cassette",
+    "CrashBoundary",
+    "CrashReport",
+    "CrashResumeError",
+    "CrashTestError",
     "Recorded",
     "ScriptedModel",
     "ScriptedModelServer",
     "ScriptedReply",
+    "crash_at_every_step",
     "follow_prompt",
     "scripted_environment",
 ]
 
 _WHERE = {
     "Cassette": "..transports.cassette",
+    "CrashBoundary": ".crash",
+    "CrashReport": ".crash",
+    "CrashResumeError": "..errors",
+    "CrashTestError": "..errors",
     "Recorded": ".server",
     "ScriptedModel": ".scripted",
     "ScriptedModelServer": ".server",
     "ScriptedReply": ".server",
+    "crash_at_every_step": ".crash",
     "follow_prompt": ".scripted",
     "scripted_environment": ".agents",
 }
