@@ -2,8 +2,9 @@
 tool, answers with a ``TriageReport`` (validated, so a malformed answer is sent back), and a
 downstream task acts on the report's fields.
 
-    python examples/triage.py            # the bundled scripted model, no network
-    python examples/triage.py --real     # your Claude Code (`claude` logged in) instead
+    python examples/triage.py                  # the bundled scripted model, no network
+    python examples/triage.py --real           # your Claude Code (`claude` logged in) instead
+    python examples/triage.py --session ID     # killed? the same command resumes: nothing runs twice
 
 The switch is one line in ``triage``:
 
@@ -25,6 +26,8 @@ from nexusflow import CliStyles, Toolkit, create_cli_client, create_in_process_c
 from nexusflow.testing import ScriptedModel
 
 REAL = "--real" in sys.argv
+SESSION = sys.argv[sys.argv.index("--session") + 1] if "--session" in sys.argv else None
+"""Without a session id of its own, each start of the script is a new run."""
 
 
 class Issue(BaseModel):
@@ -71,7 +74,7 @@ def page_on_call(report: TriageReport) -> list[str]:
 async def triage() -> TriageReport:
     client = create_cli_client(CliStyles.CLAUDE, "claude") if REAL else create_in_process_client(scripted())
     async with Toolkit([open_issues]) as toolkit:
-        result = await client.run("Triage the open issues.", toolkit, output_type=TriageReport)
+        result = await client.run("Triage the open issues.", toolkit, session_id=SESSION, output_type=TriageReport)
     if result.output is None:
         raise RuntimeError(f"triage failed: {result.error}")
     for line in page_on_call(result.output):

@@ -1099,3 +1099,68 @@ def export_ambiguous(session_id: str, step: int) -> CassetteExportError:
         f"cassette export: session {session_id!r} holds the turns of more than one run from turn {step} on (its"
         " prompt or settings changed between runs); forget it and run it again to export one"
     )
+
+
+class CrashTestError(NexusflowError):
+    """``nexusflow.testing.crash_at_every_step`` cannot test the program: its run without a
+    kill failed, or stored no step to kill it after."""
+
+
+def crash_uninterrupted_failed(program: str, ended: str, stderr: str) -> CrashTestError:
+    return CrashTestError(f"crash test of {program}: the uninterrupted run {ended}:\n{stderr}")
+
+
+def crash_no_steps(program: str) -> CrashTestError:
+    return CrashTestError(
+        f"crash test of {program}: the uninterrupted run stored no step record (it runs no agent of nexusflow's)"
+    )
+
+
+class CrashResumeError(CrashTestError):
+    """A program killed at a step boundary did not resume as nexusflow promises: ``boundary``
+    says where it was killed (the first such boundary), ``report`` (a ``CrashReport``) what
+    happened at every one."""
+
+    def __init__(self, program: str, boundary: str, why: str, report: object) -> None:
+        self.boundary = boundary
+        self.report = report
+        super().__init__(f"crash test of {program}: killed {boundary}: {why}")
+
+
+def crash_boundary(killed_after: int, steps: int, step: str | None) -> str:
+    """Where a run was killed: before its first step, or once its k-th step record was stored."""
+    if killed_after == 0:
+        return "before the first step"
+    return f"after step {killed_after} of {steps} ({step})"
+
+
+def crash_ended(code: int | None, timeout: float) -> str:
+    """How a process ended; ``None``: it was stopped after ``timeout`` seconds."""
+    if code is None:
+        return f"did not end within {timeout:g}s"
+    if code < 0:
+        return f"was killed by signal {-code}"
+    return f"exited with {code}"
+
+
+def crash_not_killed(ended: str, stored: int) -> str:
+    return f"it was not killed there: it {ended} with {stored} step record{'s' if stored != 1 else ''} stored"
+
+
+def crash_resume_failed(ended: str, stderr: str) -> str:
+    return f"the resume {ended}:\n{stderr}"
+
+
+def crash_ran_again(steps: Iterable[str]) -> str:
+    return f"the resume ran again what was stored before the kill: {', '.join(steps)}"
+
+
+def crash_tools_again(tools: Iterable[str]) -> str:
+    return (
+        "a tool ran more often than in the uninterrupted run, beyond the calls in flight at the kill:"
+        f" {', '.join(tools)}"
+    )
+
+
+def crash_output_differs(expected: str, got: str) -> str:
+    return f"the resumed run printed {got[-500:]!r} where the uninterrupted run printed {expected[-500:]!r}"
