@@ -36,19 +36,7 @@ async def children(storage: WritableFileSystem, prefix: str) -> list[str]:
     if isinstance(storage, LocalFileSystem):
         root = _local_root(storage, prefix)
         return sorted(entry.name for entry in root.iterdir() if entry.is_dir()) if root.is_dir() else []
-    s3 = _s3(storage)
-    if s3 is None:
-        raise storage_cannot_list(type(storage).__name__)
-    client, bucket, folder = s3
-    start = f"{folder}{prefix.strip('/')}/"
-
-    def listed() -> list[str]:
-        names: list[str] = []
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start, Delimiter="/"):
-            names += [entry["Prefix"][len(start) :].rstrip("/") for entry in page.get("CommonPrefixes", [])]
-        return sorted(names)
-
-    return await anyio.to_thread.run_sync(listed)
+    return await _s3_listed(storage, prefix, "CommonPrefixes", "Prefix")
 
 
 async def files(storage: WritableFileSystem, prefix: str) -> list[str]:
@@ -59,6 +47,12 @@ async def files(storage: WritableFileSystem, prefix: str) -> list[str]:
         if not root.is_dir():
             return []
         return sorted(entry.name for entry in root.iterdir() if entry.is_file() and not entry.name.startswith("."))
+    return [name for name in await _s3_listed(storage, prefix, "Contents", "Key") if not name.startswith(".")]
+
+
+async def _s3_listed(storage: WritableFileSystem, prefix: str, kind: str, field: str) -> list[str]:
+    """The names one level under ``prefix`` in a bucket: its folders (``CommonPrefixes``) or
+    its objects (``Contents``), sorted."""
     s3 = _s3(storage)
     if s3 is None:
         raise storage_cannot_list(type(storage).__name__)
@@ -68,8 +62,8 @@ async def files(storage: WritableFileSystem, prefix: str) -> list[str]:
     def listed() -> list[str]:
         names: list[str] = []
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start, Delimiter="/"):
-            names += [entry["Key"][len(start) :] for entry in page.get("Contents", [])]
-        return sorted(name for name in names if name and not name.startswith("."))
+            names += [entry[field][len(start) :].rstrip("/") for entry in page.get(kind, [])]
+        return sorted(name for name in names if name)
 
     return await anyio.to_thread.run_sync(listed)
 

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,7 @@ HELPERS = Path(__file__).parent / "helpers"
 
 # Imported only now: they import nexusflow, hence prefect, which must see the settings above.
 from acp_fixtures import ScriptedAgent  # noqa: E402
-from cli_fixtures import FakeCli  # noqa: E402
+from cli_fixtures import FAKE_CLI, FakeCli  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -187,6 +188,18 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCli:
     root.mkdir()
     monkeypatch.setenv("FAKE_CLI_DIR", str(root))
     return FakeCli(root)
+
+
+@pytest.fixture
+def claude_on_path(fake: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fake CLI installed as ``claude`` in a folder of its own at the front of PATH."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    binary = folder / "claude"
+    shutil.copy(FAKE_CLI, binary)
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    return binary
 
 
 @pytest.fixture

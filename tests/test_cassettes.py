@@ -8,7 +8,6 @@ import importlib
 import json
 import os
 import shutil
-import stat
 import tempfile
 import tomllib
 from datetime import UTC, datetime
@@ -20,7 +19,7 @@ from nexusflow import CassetteError, CassetteMismatch, CliStyles, Toolkit, Trans
 from nexusflow.testing import Cassette
 from nexusflow.transports.cassette import Scrub
 
-from cli_fixtures import FAKE_CLI, FakeCli, envelope_answer, envelope_calls, styled
+from cli_fixtures import FakeCli, envelope_answer, envelope_calls, styled
 from helpers.prefect_api import task_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
@@ -33,18 +32,6 @@ def add(a: int, b: int) -> int:
     """Add two integers."""
     ran.append((a, b))
     return a + b
-
-
-@pytest.fixture
-def claude_on_path(fake: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The fake CLI installed as ``claude`` in a folder of its own at the front of PATH."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    binary = folder / "claude"
-    shutil.copy(FAKE_CLI, binary)
-    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    return binary
 
 
 def script_two_turns(fake: FakeCli) -> None:

@@ -23,6 +23,7 @@ import pytest
 from nexusflow.testing import CrashReport, CrashResumeError, CrashTestError, crash_at_every_step
 
 from conftest import HELPERS
+from helpers.processes import running_with
 
 pytestmark = [
     pytest.mark.slow,
@@ -44,7 +45,7 @@ class Leftovers:
     temporary: Path
 
     def check(self) -> None:
-        assert _running_with(self.mark) == [], "a process the helper started outlived it"
+        assert running_with(self.mark) == [], "a process the helper started outlived it"
         assert list(self.temporary.iterdir()) == [], "the helper left a temporary file"
 
 
@@ -58,18 +59,6 @@ def leftovers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Lefto
     temporary.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     yield Leftovers(mark, temporary)
-
-
-def _running_with(entry: str) -> list[str]:
-    """The command lines of the processes whose environment holds ``entry``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if entry.encode() in (proc / "environ").read_bytes().split(b"\0"):
-                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            continue
-    return found
 
 
 def test_triage_killed_at_every_step_boundary_resumes_with_nothing_run_twice(leftovers: Leftovers) -> None:

@@ -6,9 +6,6 @@ not exist, still runs, or whose records lack what a cassette needs is refused.""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import stat
 import subprocess
 import sys
 import threading
@@ -33,7 +30,7 @@ from nexusflow import (
 )
 from nexusflow.testing import Cassette, export_cassette, export_cassette_sync
 
-from cli_fixtures import FAKE_CLI, FakeCli, envelope_answer, envelope_calls, styled
+from cli_fixtures import envelope_answer, envelope_calls, styled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
@@ -47,18 +44,6 @@ def deploy(service: str) -> str:
         return suspend(f"May I deploy {service}?")
     deployed.append(service)
     return f"deployed {service}"
-
-
-@pytest.fixture
-def claude_on_path(fake: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The fake CLI installed as ``claude`` in a folder of its own at the front of PATH."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    binary = folder / "claude"
-    shutil.copy(FAKE_CLI, binary)
-    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    return binary
 
 
 def transcript(messages) -> list[tuple[str, str | None, list[tuple[str, str]]]]:

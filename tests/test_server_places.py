@@ -34,6 +34,7 @@ import pytest
 from nexusflow import RunResult
 
 from conftest import HELPERS
+from helpers.processes import running_with
 from helpers.servers import free_port, start_prefect_server, stop, wait_for_prefect_server
 
 TIMEOUT = 200
@@ -355,15 +356,3 @@ def test_a_subscription_slot_held_by_a_killed_run_is_freed_for_its_resume(ran: R
 def test_nothing_is_left_running(ran: Ran) -> None:
     """Every process of the place, their embedded servers included, ended with its phase."""
     assert running_with(f"{MARK}={ran.root}") == []
-
-
-def running_with(entry: str) -> list[str]:
-    """The command lines of the processes whose environment holds ``entry``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if entry.encode() in (proc / "environ").read_bytes().split(b"\0"):
-                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            continue
-    return found
