@@ -24,7 +24,7 @@ from nexusflow import Answer, ModelRequest, Toolkit, create_in_process_client, c
 from nexusflow._lease import lock_name
 from nexusflow.errors import ResumeError
 from nexusflow.memory import SessionStore
-from nexusflow.sessions import _info
+from nexusflow.sessions import session_info
 from nexusflow.testing import ScriptedModel
 
 from conftest import HELPERS
@@ -194,7 +194,7 @@ def listed(*args: str) -> dict[str, dict[str, object]]:
 def state_of(session_id: str) -> str | None:
     """The session's state as ``nexusflow sessions`` shows it, read in this process: polling
     with the command costs a process start a poll."""
-    info = run_coro_as_sync(_info(session_id))
+    info = run_coro_as_sync(session_info(session_id))
     return info.state if info is not None else None
 
 
