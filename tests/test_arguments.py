@@ -20,7 +20,7 @@ from nexusflow import (
     tool,
 )
 from nexusflow.errors import ArgumentError
-from nexusflow.testing import ScriptedModel
+from nexusflow.testing import ScriptedModel, crash_at_every_step
 
 
 def plain(a: int) -> int:
@@ -122,6 +122,11 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
         "as_tool: name must be text (a str), not 3 (int)",
     ),
     ("ScriptedModel('abc')", lambda: ScriptedModel("abc"), "ScriptedModel: replies must be a list, not 'abc' (str)"),
+    (
+        "crash_at_every_step(concurrency=0)",
+        lambda: crash_at_every_step("never-run.py", concurrency=0),
+        "crash_at_every_step: concurrency must be an int of 1 or more, not 0 (int)",
+    ),
 ]
 
 

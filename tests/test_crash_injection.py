@@ -3,11 +3,12 @@
 process group), resumes each in a new process and finds nothing run twice; run on the same
 script without a session id of its own (a new session at each start) it fails, naming the
 first boundary where a stored step ran again. A call in flight at the kill may run once more
-(reported, allowed). None leaves a process or a temporary file. The helper runs one process
-at a time, so these tests stay out of the heavy group. They run on this session's server: the
-helper inherits the environment, so on the embedded default each of its processes starts a
-server of its own (the same check took 106 s there, run once by hand, against 48 s here);
-where the server lives changes the take-over, which test_server_places.py covers.
+(reported, allowed). None leaves a process or a temporary file. The helper runs three
+boundaries at once here (``concurrency``): each resume waits for its killed run's lease to go
+stale, and three such waits overlap. They run on this session's server: the helper inherits
+the environment, so on the embedded default each of its processes starts a server of its own
+(the same check took 106 s there, run once by hand, against 48 s here); where the server
+lives changes the take-over, which test_server_places.py covers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ TRIAGE = str(Path(__file__).parent.parent / "examples" / "triage.py")
 STEPS = ["turn-0", "tool-0 call 0", "turn-1"]
 """The triage run: a turn that asks for ``open_issues``, that call, the turn with the report."""
 MARK = "NEXUSFLOW_TEST_CRASH"
+CONCURRENCY = 3
+"""Boundaries at once: the slow tier's workers each run one test, on two cores."""
 
 
 @dataclass
@@ -62,7 +65,7 @@ def leftovers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Lefto
 
 
 def test_triage_killed_at_every_step_boundary_resumes_with_nothing_run_twice(leftovers: Leftovers) -> None:
-    report = crash_at_every_step(TRIAGE, "--session", "{session}")
+    report = crash_at_every_step(TRIAGE, "--session", "{session}", concurrency=CONCURRENCY)
     assert report.steps == STEPS
     assert report.tool_calls == {"open_issues": 1}
     assert "paged: #42 Login fails on Safari\n" in report.output
@@ -84,7 +87,7 @@ def test_triage_killed_at_every_step_boundary_resumes_with_nothing_run_twice(lef
 def test_a_call_in_flight_at_the_kill_may_run_once_more(tmp_path: Path, leftovers: Leftovers) -> None:
     """Killed once ``fast``'s record is stored, ``slow`` still running: the resume replays
     ``fast`` and runs ``slow`` again. At least once, as the Guarantees say: reported, not failed."""
-    report = crash_at_every_step(HELPERS / "crash_parallel.py", "{session}", str(tmp_path))
+    report = crash_at_every_step(HELPERS / "crash_parallel.py", "{session}", str(tmp_path), concurrency=CONCURRENCY)
     assert report.steps == ["turn-0", "tool-0 call 0", "tool-0 call 1", "turn-1"]
     assert report.tool_calls == {"fast": 1, "slow": 1}
     assert [boundary.failure for boundary in report.boundaries] == [None] * 5
@@ -97,7 +100,7 @@ def test_a_script_that_starts_a_new_session_at_each_start_fails_it(leftovers: Le
     """Without ``--session`` triage runs a new session at each start: its resume runs every
     step again, and the helper says where that first mattered."""
     with pytest.raises(CrashResumeError) as caught:
-        crash_at_every_step(TRIAGE)
+        crash_at_every_step(TRIAGE, concurrency=CONCURRENCY)
     assert str(caught.value) == (
         f"crash test of {TRIAGE}: killed after step 1 of 3 (turn-0):"
         " the resume ran again what was stored before the kill: turn-0"

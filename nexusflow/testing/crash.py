@@ -22,6 +22,7 @@ import sys
 import tempfile
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 
 from ..errors import (
     CrashResumeError,
+    argument_wrong,
     crash_boundary,
     crash_ended,
     crash_no_steps,
@@ -113,7 +115,9 @@ class _Ran:
         return self.out.replace(self.session, SESSION)
 
 
-def crash_at_every_step(script: str | os.PathLike[str], *args: str, timeout: float = TIMEOUT) -> CrashReport:
+def crash_at_every_step(
+    script: str | os.PathLike[str], *args: str, timeout: float = TIMEOUT, concurrency: int = 1
+) -> CrashReport:
     """Run ``python script *args`` once without a kill, then, for each step boundary in turn,
     a new run killed there (its process group SIGKILLed right after its k-th step record is
     stored, or before its first step) and resumed in a new process with the same arguments;
@@ -125,7 +129,14 @@ def crash_at_every_step(script: str | os.PathLike[str], *args: str, timeout: flo
     folder, removed at the end; an object store configured for results is not used), so
     a session id fixed in the script works too. Everything else comes from the environment:
     ``PREFECT_API_URL`` or the embedded default. Every process's group is killed when it
-    ends, so nothing it started outlives it."""
+    ends, so nothing it started outlives it.
+
+    ``concurrency`` boundaries run at once (each kill is followed by its own resume; they
+    share nothing but the server). A resume waits some seconds for the killed run's lease to
+    go stale, so a few at once finish the test several times sooner; each is a process of
+    its own (and on the embedded default a server of its own), so keep it to the cores."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise argument_wrong("crash_at_every_step", "concurrency", "an int of 1 or more", concurrency)
     program = " ".join([os.fspath(script), *args])
     with tempfile.TemporaryDirectory(prefix="nexusflow-crash-") as folder:
         runner = _Runner(Path(folder), [os.fspath(script), *args], timeout)
@@ -139,8 +150,11 @@ def crash_at_every_step(script: str | os.PathLike[str], *args: str, timeout: flo
             steps=[step for _, step in whole.stored],
             tool_calls=dict(Counter(tool for *_, tool in whole.tools)),
             output=whole.printed(),
-            boundaries=[runner.boundary(k, whole) for k in range(len(whole.stored) + 1)],
+            boundaries=[],
         )
+        with ThreadPoolExecutor(concurrency, thread_name_prefix="nexusflow-crash") as pool:
+            kills = range(len(whole.stored) + 1)
+            report.boundaries = list(pool.map(lambda k: runner.boundary(k, whole), kills))
     failed = next((boundary for boundary in report.boundaries if boundary.failure is not None), None)
     if failed is not None and failed.failure is not None:
         raise CrashResumeError(program, failed.where, failed.failure, report)
