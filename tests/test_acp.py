@@ -3,6 +3,8 @@
 import logging
 import os
 import resource
+import tempfile
+from pathlib import Path
 
 import anyio
 import pytest
@@ -114,6 +116,21 @@ async def test_the_parents_secrets_do_not_reach_the_agent(agent, session_id, mon
     assert env["GIVEN"] == "must-not-cross-on-purpose"
     assert env["SCRIPTED_STYLE_ENV"] == "from-style"
     assert env["PATH"] == os.environ["PATH"]
+
+
+async def test_the_agent_s_temporary_folder_is_its_own_and_goes_with_it(agent, session_id, tmp_path, monkeypatch):
+    """An agent leaves files in its temporary folder (claude its probes and sockets): it gets
+    one of its own, removed with it, so the system's folder stays as it was."""
+    system = tmp_path / "system-tmp"
+    system.mkdir()
+    monkeypatch.setenv("TMPDIR", str(system))
+    monkeypatch.setattr(tempfile, "tempdir", str(system))
+    agent.script([[{"say": "ok"}]])
+    result = await run(agent, session_id)
+    assert result.status == "completed", result.error
+    own = Path(agent.log("started")[0]["env"]["TMPDIR"])
+    assert own.parent == system and own.name.startswith("nexusflow-acp-"), own
+    assert list(system.iterdir()) == [], "the agent's folder outlived it"
 
 
 @pytest.mark.slow

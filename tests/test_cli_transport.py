@@ -268,6 +268,33 @@ async def test_temp_files_are_removed_on_every_path(fake):
     assert scratch_dirs() == before
 
 
+async def test_the_cli_s_temporary_folder_is_the_launch_s_own_and_goes_with_it(fake, tmp_path, monkeypatch):
+    """What a CLI leaves in its temporary folder (gemini: a report of every model error) is
+    removed with the launch; the system's folder stays as it was. A TMPDIR given is kept."""
+    system = tmp_path / "system-tmp"
+    system.mkdir()
+    monkeypatch.setenv("TMPDIR", str(system))
+    monkeypatch.setattr(tempfile, "tempdir", str(system))
+    monkeypatch.setenv("FAKE_CLI_ENV_KEYS", "TMPDIR")
+    fake.script({"stdout": "one", "litter": "error-report.json"}, {"exit": 2, "stderr": "boom", "litter": "crash.json"})
+    style = CliStyle(name="mine", args=[], prompt_mode="stdin", verified="x")
+    assert (await transport(style).generate(request())).content == "one"
+    with pytest.raises(CliError):
+        await transport(style).generate(request())
+    seen = [Path(call["env"]["TMPDIR"]) for call in fake.calls()]
+    assert all(folder.parent == system and folder.name.startswith("nexusflow-cli-") for folder in seen), seen
+    assert len(set(seen)) == 2, "each launch has a folder of its own"
+    assert list(system.iterdir()) == [], "the launches left their folders behind"
+
+    given = tmp_path / "given"
+    given.mkdir()
+    fake.script({"stdout": "two", "litter": "kept.json"})
+    (fake.root / "calls.jsonl").unlink()
+    assert (await transport(style, env={"TMPDIR": str(given)}).generate(request())).content == "two"
+    assert fake.calls()[0]["env"]["TMPDIR"] == str(given)
+    assert [path.name for path in given.iterdir()] == ["kept.json"], "a TMPDIR the user gave is the CLI's"
+
+
 async def test_json_answer_field_errors_are_clear(fake):
     fake.script({"stdout": "not json"}, {"stdout": json.dumps({"other": 1})})
     claude = builtin_style(CliStyles.CLAUDE)

@@ -53,18 +53,24 @@ def add(a: int, b: int) -> int:
 
 
 @pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
-def test_styles_verify_passes_for_each_installed_cli(style):
+def test_styles_verify_passes_for_each_installed_cli(style, tmp_path):
     """The one-shot transport end to end: a two-turn run whose first reply calls our tool
     through the envelope, exact final text, the model name reaching the server, the CLI's
-    own tools off, and a model HTTP error failing the run (goose included); plus ACP."""
+    own tools off, and a model HTTP error failing the run (goose included); plus ACP. Each
+    launch's and each agent's temporary folder is its own and goes with it: nothing is left
+    in the system's (gemini wrote a report of every model error there, claude its probes)."""
     command = binary(ONE_SHOT[style])
     argv = [sys.executable, "-m", "nexusflow", "styles", "verify", "--style", style.value, "--command", command]
     if style in ADAPTERS:
         argv += ["--acp-command", binary(ADAPTERS[style])]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=os.environ.copy())
+    system_tmp = tmp_path / "tmp"
+    system_tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(system_tmp)}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)
     report = [line for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert len(report) == 6 and all(line.startswith("PASS") for line in report), done.stdout
+    assert sorted(path.name for path in system_tmp.iterdir()) == [], "left in the temporary folder"
 
 
 def test_styles_verify_fails_precisely_for_a_binary_that_is_not_the_cli():

@@ -5,6 +5,7 @@ settings are not touched (it runs with a temporary home)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -65,10 +66,18 @@ def _adder(log: Added):  # type: ignore[no-untyped-def]
 
 
 def version_of(command: str) -> str:
+    """What ``command --version`` says, run in a temporary folder of its own (opencode makes
+    one in the system's at every start), as the transports run the CLI."""
     try:
-        done = subprocess.run(
-            [command, "--version"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-        )
+        with tempfile.TemporaryDirectory(prefix="nexusflow-version-") as scratch:
+            done = subprocess.run(
+                [command, "--version"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "TMPDIR": scratch},
+            )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({type(exc).__name__}: {exc})"
     lines = [line.strip() for line in (done.stdout + done.stderr).splitlines() if line.strip()]

@@ -10,7 +10,8 @@ $FAKE_CLI_DIR/script.json:
      "sleep": float, "child": true}
 
 "out" is written to the path after "-o"; "child" starts a grandchild that sleeps (its pid
-is recorded in $FAKE_CLI_DIR/children).
+is recorded in $FAKE_CLI_DIR/children); "litter" leaves a file of that name in its temporary
+folder, as gemini leaves a report of each model error.
 """
 
 import json
@@ -18,6 +19,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,6 +57,8 @@ if reply.get("child"):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     with open(root / "children", "a") as handle:
         handle.write(f"{child.pid}\n")
+if "litter" in reply:
+    Path(tempfile.gettempdir(), reply["litter"]).write_text("left behind", encoding="utf-8")
 time.sleep(reply.get("sleep", 0))
 if "out" in reply and "-o" in argv:
     Path(argv[argv.index("-o") + 1]).write_text(reply["out"], encoding="utf-8")

@@ -4,7 +4,9 @@ given, its stderr logged (bounded), how it ended told in errors, and the group k
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -31,15 +33,22 @@ class AgentProcess:
         self.process: Process | None = None
         self._log = log
         self._stderr_lines = 0
+        self._scratch: str | None = None
 
     def environment(self) -> dict[str, str]:
+        """The base variables, the style's and the client's; ``TMPDIR`` is a folder of the
+        agent's own, removed with it (unless one is given): an agent leaves files in its
+        temporary folder (claude its probes and sockets), which weeks of jobs would pile up."""
         launch = self.config.style.acp
         base = {key: os.environ[key] for key in BASE_ENVIRONMENT if key in os.environ}
-        return {**base, **expand_all(launch.env if launch else {}), **expand_all(self.config.env)}
+        given = {**expand_all(launch.env if launch else {}), **expand_all(self.config.env)}
+        private = {"TMPDIR": self._scratch} if self._scratch is not None and "TMPDIR" not in given else {}
+        return {**base, **private, **given}
 
     async def spawn(self) -> Process:
         launch = self.config.style.acp
         argv = [self.config.command, *(launch.args if launch else [])]
+        self._scratch = tempfile.mkdtemp(prefix="nexusflow-acp-")
         try:
             self.process = await anyio.open_process(
                 argv,
@@ -50,11 +59,19 @@ class AgentProcess:
                 cwd=self.config.cwd,
                 start_new_session=True,
             )
-        except FileNotFoundError as exc:
-            raise acp_not_found(self.config.command) from exc
-        except PermissionError as exc:
-            raise acp_permission_denied(self.config.command) from exc
+        except BaseException as exc:
+            self._remove_scratch()
+            if isinstance(exc, FileNotFoundError):
+                raise acp_not_found(self.config.command) from exc
+            if isinstance(exc, PermissionError):
+                raise acp_permission_denied(self.config.command) from exc
+            raise
         return self.process
+
+    def _remove_scratch(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def on_stderr(self, line: str) -> None:
         self._stderr_lines += 1
@@ -74,6 +91,7 @@ class AgentProcess:
     def kill(self) -> None:
         if self.process is not None:
             kill_group(self.process.pid)
+        self._remove_scratch()
 
     async def stop(self) -> None:
         process = self.process
@@ -85,4 +103,5 @@ class AgentProcess:
             with anyio.move_on_after(1):
                 await process.wait()
             kill_group(process.pid)
+            self._remove_scratch()
             await process.aclose()

@@ -97,8 +97,14 @@ class CliTransport:
         self.config = config
         self.cassette = cassette
 
-    def _environment(self) -> dict[str, str]:
-        return {**os.environ, **expand_all(self.config.style.env), **expand_all(self.config.env)}
+    def _environment(self, scratch: str | None = None) -> dict[str, str]:
+        """The parent's environment and the style's and client's variables. With ``scratch``
+        (the launch's temporary folder) it is the CLI's ``TMPDIR`` too, unless one is given:
+        a CLI leaves files in its temporary folder (gemini a report of every model error,
+        claude its probes and sockets), which a job that runs for weeks would pile up."""
+        given = {**expand_all(self.config.style.env), **expand_all(self.config.env)}
+        private = {"TMPDIR": scratch} if scratch is not None and "TMPDIR" not in given else {}
+        return {**os.environ, **private, **given}
 
     async def generate(self, request: ModelRequest, scope: TurnScope | None = None) -> ModelReply:
         """Launch the CLI; send a malformed envelope back with its complaint, up to the
@@ -139,11 +145,11 @@ class CliTransport:
         cassette = self.cassette
         if cassette is not None and cassette.replaying:
             return self._replay(cassette, self._asked(request, prompt), turn, launch)
-        env = self._environment()
-        executable = shutil.which(config.command, path=env.get("PATH"))
+        executable = shutil.which(config.command, path=self._environment().get("PATH"))
         if executable is None:
             raise cli_not_found(config.command)
         with tempfile.TemporaryDirectory(prefix="nexusflow-cli-") as scratch:
+            env = self._environment(scratch)
             prompt_file = Path(scratch, "prompt.txt")
             answer_file = Path(scratch, "answer.txt")
             if style.prompt_mode == "file":
