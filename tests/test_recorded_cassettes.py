@@ -28,14 +28,16 @@ from live_agents import binary
 
 from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.messages import RunResult
-from nexusflow.testing import Cassette
+from nexusflow.testing import Cassette, crash_at_every_step
 from nexusflow.testing.agents import FAKE_KEY
 from nexusflow.testing.conformance import default_model, scripted_cli
 from nexusflow.transports.cassette import Scrub
 from nexusflow.transports.oneshot import envelope
 from nexusflow.transports.oneshot.style import CliStyle, builtin_style
 
+from conftest import HELPERS
 from helpers.prefect_api import task_runs
+from helpers.processes import running_with
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
@@ -203,3 +205,51 @@ async def test_the_real_cli_records_the_committed_run(style: CliStyles, tmp_path
         assert [launch["asked"] for launch in recorded["launches"]] == [
             launch["asked"] for launch in committed["launches"]
         ], "the committed cassette is stale: re-record it (see the module docstring)"
+
+
+@pytest.mark.slow  # nine processes, one at a time: about a minute
+@pytest.mark.timeout(600)
+def test_a_replay_killed_at_every_step_resumes_from_the_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, offline: None
+) -> None:
+    """A replayed run is a durable run: killed (SIGKILL, whole group) at each step boundary and
+    resumed in a new process with the same session and the same cassette, each finished step
+    replays from the store, so no recorded launch is played twice and ``add`` runs once, and
+    the resumed run prints what the uninterrupted one printed."""
+    mark = f"NEXUSFLOW_TEST_REPLAY_CRASH={uuid.uuid4().hex}"
+    monkeypatch.setenv(*mark.split("=", 1))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    report = crash_at_every_step(HELPERS / "cassette_replay.py", "{session}", str(logs))
+    assert report.steps == ["turn-0", "tool-0 call 0", "turn-1"]
+    assert report.tool_calls == {"add": 1}
+    assert report.output == "completed 'It is 5.' ['add'] 4 tokens 20 in / 10 out · cost $0.00035\n"
+    assert [boundary.replayed for boundary in report.boundaries] == [
+        [],
+        ["turn-0"],
+        ["turn-0", "tool-0 call 0"],
+        ["turn-0", "tool-0 call 0", "turn-1"],
+    ]
+    assert all(boundary.failure is None and boundary.in_flight_again == [] for boundary in report.boundaries)
+
+    by_process = sorted(processes(log) for log in logs.glob("*.log"))
+    whole = [["played turn-0", "add 2 3", "played turn-1"]]
+    assert by_process == sorted(
+        [
+            whole,  # the uninterrupted run
+            whole,  # killed before its first step: the resume ran it all
+            [["played turn-0"], ["add 2 3", "played turn-1"]],  # killed after turn-0
+            [["played turn-0", "add 2 3"], ["played turn-1"]],  # killed after add's call
+            whole,  # killed after turn-1: the resume replayed it all, playing nothing
+        ]
+    ), "each launch played once and add ran once in each session, across the kill and its resume"
+    assert running_with(mark) == [], "no process of a kill or a resume outlived it"
+
+
+def processes(log: Path) -> list[list[str]]:
+    """What each process of a session logged (``cassette_replay.py``), process by process."""
+    said: dict[str, list[str]] = {}
+    for line in log.read_text().splitlines():
+        pid, what = line.split(" ", 1)
+        said.setdefault(pid, []).append(what)
+    return list(said.values())
