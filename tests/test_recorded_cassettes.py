@@ -61,6 +61,16 @@ TRANSCRIPT = [
     ("assistant", "It is 5.", []),
 ]
 """What every CLI's run says: the question, the call to ``add``, its result, the answer."""
+USAGE = {
+    CliStyles.CLAUDE: "tokens 20 in / 10 out · cost $0.00035",
+    CliStyles.CODEX: "tokens 20 in / 10 out · cost $?",
+    CliStyles.GEMINI: "tokens 20 in / 10 out · cost $?",
+    CliStyles.COPILOT: "tokens ? in / ? out · cost $?",
+    CliStyles.OPENCODE: "tokens 20 in / 10 out · cost $0",
+    CliStyles.GOOSE: "tokens 20 in / 10 out · cost $?",
+}
+"""What each CLI's report reader finds in its recorded output: the scripted server counts 10
+tokens in and 5 out a request; copilot's one-shot output states none."""
 AGENT_HOME = "<agent-home>"
 """The CLI's temporary home and working directory, named so in a cassette."""
 
@@ -87,7 +97,7 @@ def transcript(result: RunResult) -> list[tuple[str, str | None, list[tuple[str,
 
 async def run(style: CliStyles | CliStyle, name: str, cassette: Cassette, **options: object) -> RunResult:
     model = default_model(CliStyles(style.name) if isinstance(style, CliStyle) else style)
-    client = create_cli_client(style, name, model, transport=Transport.CLI, cassette=cassette, **options)  # type: ignore[arg-type]
+    client = create_cli_client(style, name, model, transport=Transport.CLI, cassette=cassette, **options)
     ran.clear()
     async with await Toolkit.load(tools=[add]) as toolkit:
         return await client.run(QUESTION, toolkit, session_id=f"recorded-{uuid.uuid4().hex}")
@@ -116,6 +126,7 @@ async def test_the_committed_cassette_of_each_cli_replays_offline(style: CliStyl
     assert ran == [(2, 3)], "the toolkit's tool really ran, once"
     assert transcript(result) == TRANSCRIPT
     assert result.metrics.turns == 2
+    assert result.metrics.usage.shown() == USAGE[style], "the CLI's report is read as when it was recorded"
     assert cassette.unplayed() == [], "each recorded launch was played"
     names = sorted(run.name for run in await task_runs(result.flow_run_id, expected=3))
     assert names == ["tool-0-add", "turn-0", "turn-1"], "a replayed run is still a flow with its task runs"
