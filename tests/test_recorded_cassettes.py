@@ -128,7 +128,7 @@ async def test_the_committed_cassette_of_each_cli_replays_offline(style: CliStyl
     assert result.metrics.turns == 2
     assert result.metrics.usage.shown() == USAGE[style], "the CLI's report is read as when it was recorded"
     assert cassette.unplayed() == [], "each recorded launch was played"
-    names = sorted(run.name for run in await task_runs(result.flow_run_id, expected=3))
+    names = sorted(task.name for task in await task_runs(result.flow_run_id, expected=3))
     assert names == ["tool-0-add", "turn-0", "turn-1"], "a replayed run is still a flow with its task runs"
 
 
