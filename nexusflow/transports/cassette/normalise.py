@@ -4,9 +4,11 @@ Secrets become ``***`` everywhere: the values nexusflow registered (``${VAR}`` e
 the tokens it mints) and those of the client's environment whose names say they are secret.
 Known places (the working directory, the home folder, a test's own ``tmp_path``) become
 placeholders everywhere, and an answer gets them back on replay, so a model that quoted a
-path quotes the replaying machine's. In what a launch asked, which is compared and never
-played back, volatile values are normalised for good: other temporary paths, timestamps, and
-tool-call ids (numbered by first appearance: a model that names no id gets a random one).
+path quotes the replaying machine's. The times a CLI stamps on its own output (``STAMPS``)
+are fixed everywhere; a time the model said is its answer and is kept. In what a launch
+asked, which is compared and never played back, volatile values are normalised for good:
+other temporary paths, timestamps, and tool-call ids (numbered by first appearance: a model
+that names no id gets a random one).
 """
 
 from __future__ import annotations
@@ -23,6 +25,16 @@ from ..._secrets import MASK, redact
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 """An environment variable whose name matches holds a secret, however it was given."""
 TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")
+_TIMED = r'("(?:timestamp|created|createdAt|updatedAt|start|end)"\s*:\s*)'
+STAMPS = [
+    (re.compile(_TIMED + r'"\d{4}-\d{2}-\d{2}T[^"]*"'), r'\1"<timestamp>"'),
+    (re.compile(_TIMED + r"1\d{9}(?:\d{3})?(?![\d.])"), r"\g<1>0"),
+    (re.compile(r"(<current_datetime>)[^<]*(</current_datetime>)"), r"\1<timestamp>\2"),
+]
+"""The times a CLI stamps on its own output: a JSON field (copilot's ``"timestamp":
+"2026-..."``, goose's ``"created": 1796418068``, opencode's ``"start": 1796418061261``; its
+key unescaped, so a model's text quoted inside the output never matches) and the clock
+copilot puts before the prompt it echoes. A string stays a string, a number a number."""
 _END = r"(?=[/\\\s\"'`),;:\]}]|$)"
 """A place ends where a path component ends: ``/home/al`` is not in ``/home/alice``."""
 
@@ -49,6 +61,8 @@ class Scrub:
             text = text.replace(secret, MASK)
         for name, pattern, _ in self._places:
             text = pattern.sub(name, text)
+        for pattern, fixed in STAMPS:
+            text = pattern.sub(fixed, text)
         return text
 
     def restore(self, text: str) -> str:
