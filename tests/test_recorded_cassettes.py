@@ -231,7 +231,7 @@ def test_a_replay_killed_at_every_step_resumes_from_the_store(
     monkeypatch.setenv(*mark.split("=", 1))
     logs = tmp_path / "logs"
     logs.mkdir()
-    report = crash_at_every_step(HELPERS / "cassette_replay.py", "{session}", str(logs))
+    report = crash_at_every_step(HELPERS / "cassette_replay.py", "{session}", str(logs), concurrency=3)
     assert report.steps == ["turn-0", "tool-0 call 0", "turn-1"]
     assert report.tool_calls == {"add": 1}
     assert report.output == "completed 'It is 5.' ['add'] 4 tokens 20 in / 10 out · cost $0.00035\n"
