@@ -297,20 +297,24 @@ async def test_a_launch_that_failed_replays_its_failure(fake, claude_on_path, tm
 
     fake.script({"sleep": 5}, {"stdout_hex": "ff00"})
     path = tmp_path / "c.json"
-    config = CliConfig(style=builtin_style(CliStyles.CLAUDE), command="claude", timeout=0.5)
+    style = builtin_style(CliStyles.CLAUDE)
+    # The first launch times out on purpose; the second must not, however slowly a busy
+    # machine starts the fake CLI: it has a timeout of its own.
+    configs = [CliConfig(style=style, command="claude", timeout=0.5), CliConfig(style=style, command="claude")]
 
-    async def errors(transport: CliTransport) -> list[str]:
+    async def errors(mode: str) -> list[str]:
+        cassette = Cassette(path, mode)
         said = []
-        for prompt in ("first", "second"):
+        for prompt, config in zip(("first", "second"), configs, strict=True):
             request = ModelRequest.model_validate({"messages": [{"role": "user", "content": prompt}], "tools": []})
             with pytest.raises(CliError) as caught:
-                await transport.generate(request, TurnScope(step=0))
+                await CliTransport(config, cassette).generate(request, TurnScope(step=0))
             said.append(str(caught.value))
         return said
 
-    recorded = await errors(CliTransport(config, Cassette(path, "record")))
+    recorded = await errors("record")
     assert recorded == ["cli: timed out after 500ms", "cli: the output is not UTF-8: byte 0xff at position 0"]
     assert [launch["answer"]["hex"] for launch in json.loads(path.read_text())["launches"]] == [[], ["stdout"]]
     claude_on_path.unlink()
-    assert await errors(CliTransport(config, Cassette(path, "replay"))) == recorded
+    assert await errors("replay") == recorded
     assert len(fake.calls()) == 2
