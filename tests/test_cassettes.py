@@ -234,7 +234,7 @@ def test_the_environment_sets_the_mode_an_argument_leaves_out(tmp_path, monkeypa
 def test_a_file_that_is_not_a_cassette_of_this_version_is_refused(tmp_path):
     path = tmp_path / "c.json"
     for content, message in [
-        (json.dumps({"version": 3, "launches": []}), "is version 3; this nexusflow reads versions 1 and 2: record it"),
+        (json.dumps({"version": 4, "launches": []}), "is version 4; this nexusflow reads versions 1, 2 and 3: record"),
         ("{", "is not JSON: Expecting property name enclosed in double quotes at line 1"),
         (json.dumps({"version": 1, "launches": [{"turn": 0}]}), "is not a cassette: launches.0.asked: Field required"),
     ]:
