@@ -193,9 +193,8 @@ class Played:
     async def aclose(self) -> None:
         if self._candidates:
             self.cassette.acp_played(self._candidates[0])
-        await self.stdin.aclose()
-        await self._to_client.aclose()
-        await self._from_client.aclose()
+        for stream in (self.stdin, self._to_client, self._from_client, self.stdout):
+            await stream.aclose()
 
     async def run(self) -> None:
         """Play the leading candidate's events; a miss ends the agent's output (our client

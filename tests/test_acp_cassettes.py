@@ -1,0 +1,112 @@
+"""Cassettes of ACP sessions: a run of the scripted ACP agent (a real process speaking ACP on
+stdio, calling our served toolkit over MCP) is recorded, then replayed with the agent's
+command gone: the same transcript, tool calls, result and Prefect task runs. Drift (a prompt,
+a tool's result) fails with the pinned error and a diff; nothing secret reaches the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nexusflow import Toolkit, Transport, create_cli_client, tool
+from nexusflow.testing import Cassette
+
+from acp_fixtures import ScriptedAgent
+from helpers.prefect_api import task_runs
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
+
+ran: list[tuple[int, int]] = []
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    ran.append((a, b))
+    return a + b
+
+
+SCRIPT = [
+    [
+        {"thought": "let me add"},
+        {"tool": "add", "arguments": {"a": 1, "b": 2}, "permission": True},
+        {"shell": "rm -rf /"},
+        {"say": "1+2=3"},
+        {"usage": {"inputTokens": 12, "outputTokens": 5}},
+    ]
+]
+
+
+def client(agent: ScriptedAgent, cassette: Cassette, command: str | None = None, **options):
+    return create_cli_client(
+        style=agent.style,
+        command=command or agent.command,
+        transport=options.pop("transport", Transport.ACP),
+        env=agent.env,
+        cassette=cassette,
+        **options,
+    )
+
+
+async def run(agent: ScriptedAgent, cassette: Cassette, session_id: str, prompt: str = "go", **options):
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        return await client(agent, cassette, **options).run(prompt, toolkit, session_id=session_id)
+
+
+def transcript(messages) -> list[tuple[str, str | None, list[tuple[str, object]]]]:
+    return [
+        (m.role, getattr(m, "content", None), [(c.name, c.arguments) for c in getattr(m, "tool_calls", None) or []])
+        for m in messages
+    ]
+
+
+async def recorded(agent: ScriptedAgent, path: Path, session_id: str, **options):
+    agent.script(SCRIPT)
+    ran.clear()
+    result = await run(agent, Cassette(path, "record"), session_id, system_prompt="Be exact.", **options)
+    assert result.status == "completed", result.error
+    return result
+
+
+@pytest.mark.slow  # two runs, one of them a real agent process: about 3 s
+async def test_a_recorded_acp_session_replays_with_no_agent(agent, tmp_path, session_id):
+    path = tmp_path / "acp.json"
+    live = await recorded(agent, path, session_id)
+    assert live.text == "1+2=3" and ran == [(1, 2)]
+    saved = json.loads(path.read_text())
+    assert saved["version"] == 3 and saved["launches"] == []
+    (session,) = saved["acp"]
+    assert (session["style"], session["agent"]) == ("scripted", Path(agent.command).name)
+    kinds = [next(k for k in ("client", "agent", "raw", "tool") if k in event) for event in session["events"]]
+    assert kinds.count("tool") == 1
+    methods = [e["client"].get("method") for e in session["events"] if "client" in e]
+    assert methods[:3] == ["initialize", "session/new", "session/prompt"]
+    asked = [e["agent"] for e in session["events"] if "agent" in e and e["agent"].get("method")]
+    permissions = [m for m in asked if m["method"] == "session/request_permission"]
+    assert len(permissions) == 2, "the served tool's and the shell's"
+    assert "mcp__<mcp-server>__add" in json.dumps(permissions), "the random server name is named"
+    (use,) = [e["tool"] for e in session["events"] if "tool" in e]
+    assert use == {"name": "add", "arguments": {"a": 1, "b": 2}, "result": "3", "is_error": False}
+    assert path.read_text() == json.dumps(saved, indent=2, ensure_ascii=False) + "\n", "stable, readable JSON"
+    started = len(agent.log("started"))
+
+    ran.clear()
+    missing = str(tmp_path / "no-such-agent")
+    replaying = Cassette(path)  # auto: the file exists
+    assert replaying.replaying
+    replayed = await run(agent, replaying, session_id + "-replay", system_prompt="Be exact.", command=missing)
+    assert replayed.status == "completed", replayed.error
+    assert len(agent.log("started")) == started, "no agent process started"
+    assert replayed.text == live.text
+    assert ran == [(1, 2)], "the served tool really ran on replay"
+    assert transcript(replayed.messages) == transcript(live.messages)
+    assert (replayed.metrics.input_tokens, replayed.metrics.output_tokens) == (12, 5)
+    assert replaying.unplayed_acp() == []
+    runs = sorted(r.name for r in await task_runs(replayed.flow_run_id, expected=3))
+    assert runs == sorted(r.name for r in await task_runs(live.flow_run_id, expected=3))
+    assert runs == ["acp-session", "tool-0-add", "turn-0"], "a replayed run is a flow with its task runs"
+
+    plain = await run(agent, None, session_id + "-live", command=missing)  # type: ignore[arg-type]
+    assert plain.status == "failed" and plain.error == f"acp: command not found: {missing}"
