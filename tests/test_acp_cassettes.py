@@ -9,11 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
+from live_agents import binary
 
 from nexusflow import Toolkit, Transport, create_cli_client, tool
+from nexusflow.settings import settings
 from nexusflow.testing import Cassette
 
 from acp_fixtures import ScriptedAgent
+from helpers import acp_cassette
 from helpers.prefect_api import task_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
@@ -110,3 +113,38 @@ async def test_a_recorded_acp_session_replays_with_no_agent(agent, tmp_path, ses
 
     plain = await run(agent, None, session_id + "-live", command=missing)  # type: ignore[arg-type]
     assert plain.status == "failed" and plain.error == f"acp: command not found: {missing}"
+
+
+STYLES = list(acp_cassette.ADAPTERS)
+STYLE_IDS = [acp_cassette.ADAPTERS[style] for style in STYLES]
+
+
+@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+async def test_a_committed_acp_cassette_replays_offline(style, tmp_path):
+    """tests/cassettes/acp-<agent>.json, recorded from the real agent against the scripted
+    model server: our ACP client still drives it to the same end, with no binary at all."""
+    cassette = Cassette(acp_cassette.committed(style), "replay")
+    acp_cassette.ran.clear()
+    result = await acp_cassette.replay(style, cassette, tmp_path)
+    assert result.status == "completed", result.error
+    assert result.text.endswith("It is 42.")
+    assert acp_cassette.ran == [(20, 22)], "the served tool really ran"
+    calls = [call for _, _, calls in acp_cassette.transcript(result.messages) for call in calls]
+    assert calls == [("add", json.dumps({"a": 20, "b": 22}))]
+    assert cassette.unplayed_acp() == []
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+async def test_record_the_committed_acp_cassettes(style):
+    """Re-records tests/cassettes/acp-<agent>.json from the pinned binaries:
+    ``NEXUSFLOW_CASSETTE_MODE=record pytest -m live tests/test_acp_cassettes.py``."""
+    if settings().cassette_mode != "record":
+        pytest.skip("set NEXUSFLOW_CASSETTE_MODE=record to record the committed ACP cassettes again")
+    path = acp_cassette.committed(style)
+    path.unlink(missing_ok=True)
+    acp_cassette.ran.clear()
+    command, adapter = binary(style.value), binary(acp_cassette.ADAPTERS[style])
+    result, _ = await acp_cassette.record(style, Cassette(path, "record"), command, adapter)
+    assert result.status == "completed", result.error
+    assert result.text.endswith("It is 42.") and acp_cassette.ran == [(20, 22)]

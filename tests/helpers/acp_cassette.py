@@ -26,7 +26,7 @@ def add(a: int, b: int) -> int:
 
 
 def committed(style: CliStyles) -> Path:
-    return COMMITTED / f"acp-{ADAPTERS[style]}.json"
+    return COMMITTED / f"acp-{style.value}.json"
 
 
 def client(style: CliStyles, cassette: Cassette, cwd: Path, command: str, acp_command: str, env: dict[str, str]):  # type: ignore[no-untyped-def]
