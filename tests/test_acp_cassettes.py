@@ -6,12 +6,13 @@ a tool's result) fails with the pinned error and a diff; nothing secret reaches 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
 from live_agents import binary
 
-from nexusflow import Toolkit, Transport, create_cli_client, tool
+from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.settings import settings
 from nexusflow.testing import Cassette
 
@@ -148,3 +149,42 @@ async def test_record_the_committed_acp_cassettes(style):
     result, _ = await acp_cassette.record(style, Cassette(path, "record"), command, adapter)
     assert result.status == "completed", result.error
     assert result.text.endswith("It is 42.") and acp_cassette.ran == [(20, 22)]
+
+
+@tool(name="add")
+def add_one_more(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b + 1
+
+
+async def test_a_changed_prompt_fails_with_the_pinned_error_and_a_diff(tmp_path):
+    path = acp_cassette.committed(CliStyles.CLAUDE)
+    result = await acp_cassette.replay(CliStyles.CLAUDE, Cassette(path, "replay"), tmp_path, "What is 20+23?")
+    assert result.status == "failed"
+    header, diff = result.error.split(":\n", 1)
+    assert header == f"cassette: {path} has no recording for turn 0; the recorded session/prompt (turn 0) differs"
+    changed = [line for line in diff.splitlines() if line.startswith(("-", "+"))]
+    assert changed == [
+        "--- recorded (turn 0)",
+        "+++ asked (turn 0)",
+        '-        "text": "What is 20+22? Use the add tool."',
+        '+        "text": "What is 20+23?"',
+    ], diff
+
+
+async def test_a_changed_tool_result_fails_naming_the_tool_and_the_turn(tmp_path):
+    path = acp_cassette.committed(CliStyles.CODEX)
+    result = await acp_cassette.replay(CliStyles.CODEX, Cassette(path, "replay"), tmp_path, tools=[add_one_more])
+    assert result.status == "failed"
+    header, diff = result.error.split(":\n", 1)
+    assert header == f"cassette: {path} has no recording for turn 0; the recorded result of tool add (turn 0) differs"
+    changed = [line for line in diff.splitlines() if line.startswith(("-", "+"))]
+    assert changed == ["--- recorded (turn 0)", "+++ asked (turn 0)", '-  "result": "42",', '+  "result": "43",'], diff
+
+
+async def test_auto_replays_acp_when_the_cassette_holds_a_session_of_the_style(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    cassette = Cassette(acp_cassette.committed(CliStyles.CLAUDE), "replay")
+    result = await acp_cassette.replay(CliStyles.CLAUDE, cassette, tmp_path, transport=Transport.AUTO)
+    assert result.status == "completed", result.error
+    assert any(r.getMessage().startswith("transport: ACP for claude") for r in caplog.records)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 from nexusflow import CliStyles, RunResult, Toolkit, Transport, create_cli_client, tool
 from nexusflow.testing import Cassette, ScriptedReply
@@ -29,18 +30,21 @@ def committed(style: CliStyles) -> Path:
     return COMMITTED / f"acp-{style.value}.json"
 
 
-def client(style: CliStyles, cassette: Cassette, cwd: Path, command: str, acp_command: str, env: dict[str, str]):  # type: ignore[no-untyped-def]
+def client(  # type: ignore[no-untyped-def]
+    style: CliStyles, cassette: Cassette, cwd: Path, command: str, acp_command: str, env: dict[str, str], **options: Any
+):
     return create_cli_client(
         style,
         command,
         default_model(style, acp=True),
-        transport=Transport.ACP,
+        transport=options.pop("transport", Transport.ACP),
         acp_command=acp_command,
         env=env,
         workspace=cwd,
         cwd=cwd,
         timeout=180,
         cassette=cassette,
+        **options,
     )
 
 
@@ -54,12 +58,19 @@ async def record(style: CliStyles, cassette: Cassette, command: str, acp_command
         return result, len(server.turns())
 
 
-async def replay(style: CliStyles, cassette: Cassette, cwd: Path) -> RunResult:
+async def replay(
+    style: CliStyles,
+    cassette: Cassette,
+    cwd: Path,
+    prompt: str = PROMPT,
+    tools: list[Any] | None = None,
+    **options: Any,
+) -> RunResult:
     """The same client with no binary (commands that exist nowhere) and no server."""
     missing = str(cwd / "no-such-binary")
-    replayer = client(style, cassette, cwd, missing, missing, {})
-    async with await Toolkit.load(tools=[add]) as toolkit:
-        return await replayer.run(PROMPT, toolkit, session_id=f"replay-{uuid.uuid4().hex}")
+    replayer = client(style, cassette, cwd, missing, missing, {}, **options)
+    async with await Toolkit.load(tools=tools or [add]) as toolkit:
+        return await replayer.run(prompt, toolkit, session_id=f"replay-{uuid.uuid4().hex}")
 
 
 def transcript(messages) -> list[tuple[str, str | None, list[tuple[str, object]]]]:  # type: ignore[no-untyped-def]
