@@ -48,7 +48,7 @@ def client(agent: ScriptedAgent, cassette: Cassette, command: str | None = None,
         style=agent.style,
         command=command or agent.command,
         transport=options.pop("transport", Transport.ACP),
-        env=agent.env,
+        env={**agent.env, **options.pop("env", {})},
         cassette=cassette,
         **options,
     )
@@ -188,3 +188,26 @@ async def test_auto_replays_acp_when_the_cassette_holds_a_session_of_the_style(t
     result = await acp_cassette.replay(CliStyles.CLAUDE, cassette, tmp_path, transport=Transport.AUTO)
     assert result.status == "completed", result.error
     assert any(r.getMessage().startswith("transport: ACP for claude") for r in caplog.records)
+
+
+async def test_no_secret_reaches_the_cassette(agent, tmp_path, session_id, monkeypatch):
+    """A ``${VAR}`` value given to the agent, an API key in its env and one in ours, and the
+    MCP token: the agent says each of them, and the recording holds none."""
+    given, literal, ours = "expanded-secret-4f1a", "sk-literal-key-9c2e", "sk-parent-key-77d3"
+    monkeypatch.setenv("NF_ACP_GIVEN", given)
+    monkeypatch.setenv("NF_ACP_PARENT_API_KEY", ours)
+    said = f"given {given}, key {literal}, ours {ours}"
+    agent.script([[{"say": said}, {"tool": "add", "arguments": {"a": 1, "b": 1}}]])
+    env = {"NF_WHATEVER": "${NF_ACP_GIVEN}", "MY_API_KEY": literal}
+    path = tmp_path / "secret.json"
+    result = await run(agent, Cassette(path, "record"), session_id, prompt=f"the key is {literal}", env=env)
+    assert result.status == "completed", result.error
+    (new,) = agent.received("session/new")
+    (header,) = new["params"]["mcpServers"][0]["headers"]
+    token = header["value"].removeprefix("Bearer ")
+    assert len(token) > 20
+    assert [entry["env"].get("NF_WHATEVER") for entry in agent.log("started")] == [given], "the agent had them"
+    text = path.read_text()
+    for secret in (given, literal, ours, token):
+        assert secret not in text
+    assert '"value": "Bearer ***"' in text and "given ***, key ***, ours ***" in text

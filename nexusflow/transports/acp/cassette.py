@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -63,7 +64,9 @@ class SessionScrub:
     boundary after the name)."""
 
     def __init__(self, cassette: Cassette, env: dict[str, str], cwd: str, workspace: str) -> None:
-        values: dict[str, str] = {}
+        """``env``: what the agent is given, ``${VAR}`` unexpanded; the secret-named variables of
+        our own environment are masked too (an agent may have found them another way)."""
+        values = dict(os.environ)
         for name, value in env.items():
             try:
                 values[name] = expand(value)
