@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from live_agents import binary
 
-from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
+from nexusflow import CassetteError, CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.settings import settings
 from nexusflow.testing import Cassette
 
@@ -211,3 +211,21 @@ async def test_no_secret_reaches_the_cassette(agent, tmp_path, session_id, monke
     for secret in (given, literal, ours, token):
         assert secret not in text
     assert '"value": "Bearer ***"' in text and "given ***, key ***, ours ***" in text
+
+
+def test_version_1_and_2_files_still_read_and_acp_needs_version_3(tmp_path):
+    path = tmp_path / "c.json"
+    exported = {"turn": 0, "asked": {"request": {"messages": []}}, "reply": {"content": "hi"}, "seconds": 0.1}
+    session = {"style": "claude", "agent": "claude-agent-acp", "events": [{"turn": None, "client": {"id": 0}}]}
+    for version, launches in ((1, []), (2, [exported])):
+        path.write_text(json.dumps({"version": version, "launches": launches}))
+        assert Cassette(path, "replay").acp_sessions == []
+    path.write_text(json.dumps({"version": 2, "launches": [], "acp": [session]}))
+    with pytest.raises(CassetteError, match="is not a cassette: .*a cassette before version 3 holds no ACP session"):
+        Cassette(path, "replay")
+    path.write_text(json.dumps({"version": 3, "launches": [], "acp": [session]}))
+    assert Cassette(path, "replay").acp_sessions[0].events[0].kind == "client"
+    mixed = {**session, "events": [{"turn": 0, "client": {"id": 0}, "agent": {"id": 0}}]}
+    path.write_text(json.dumps({"version": 3, "launches": [], "acp": [mixed]}))
+    with pytest.raises(CassetteError, match="exactly one of client, agent, raw and tool"):
+        Cassette(path, "replay")
