@@ -1011,7 +1011,7 @@ def cassette_mode_unknown(mode: object) -> CassetteError:
 
 def cassette_acp_event_mixed() -> ValueError:
     """Raised inside the file's validation, which reports it as ``cassette_invalid``."""
-    return ValueError("an ACP event holds exactly one of client, agent, raw and tool")
+    return ValueError("an ACP event holds exactly one of client, agent, raw, tool and ended")
 
 
 def cassette_acp_before_version_3() -> ValueError:

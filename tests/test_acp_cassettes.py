@@ -227,5 +227,21 @@ def test_version_1_and_2_files_still_read_and_acp_needs_version_3(tmp_path):
     assert Cassette(path, "replay").acp_sessions[0].events[0].kind == "client"
     mixed = {**session, "events": [{"turn": 0, "client": {"id": 0}, "agent": {"id": 0}}]}
     path.write_text(json.dumps({"version": 3, "launches": [], "acp": [mixed]}))
-    with pytest.raises(CassetteError, match="exactly one of client, agent, raw and tool"):
+    with pytest.raises(CassetteError, match="exactly one of client, agent, raw, tool and ended"):
         Cassette(path, "replay")
+
+
+async def test_an_agent_that_crashed_mid_turn_replays_the_same_failure(agent, tmp_path, session_id):
+    agent.script([[{"say": "partial"}, {"crash": 3}]])
+    path = tmp_path / "crash.json"
+    live = await run(agent, Cassette(path, "record"), session_id)
+    assert live.status == "failed" and live.error.startswith("acp: the agent exited during the turn (exit 3)")
+    (session,) = json.loads(path.read_text())["acp"]
+    assert session["events"][-1] == {
+        "turn": 0,
+        "ended": live.error.removeprefix("acp: the agent exited during the turn"),
+    }
+    missing = str(tmp_path / "no-such-agent")
+    replayed = await run(agent, Cassette(path, "replay"), session_id + "-replay", command=missing)
+    assert (replayed.status, replayed.error) == (live.status, live.error)
+    assert len(agent.log("started")) == 1

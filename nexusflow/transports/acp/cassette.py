@@ -115,6 +115,9 @@ class Recording:
         self.scrub = scrub
         self._turn = turn
         self._events: list[AcpEvent] = []
+        self.closing = False
+        """Our client closes the session: the agent's output ending now is no event of its own."""
+        self._ended: int | None = None
 
     def sent(self, message: dict[str, Any]) -> None:
         self._events.append(AcpEvent(turn=self._turn(), client=self.scrub.sent(message)))
@@ -129,6 +132,17 @@ class Recording:
             self._events.append(AcpEvent(turn=self._turn(), agent=walk(message, self.scrub.safe)))
         else:
             self._events.append(AcpEvent(turn=self._turn(), raw=self.scrub.safe(text)))
+
+    def ended(self) -> None:
+        if not self.closing and self._ended is None:
+            self._ended = len(self._events)
+            self._events.append(AcpEvent(turn=self._turn(), ended=""))
+
+    def told(self, detail: str) -> None:
+        """How the agent ended, once our client has asked its process."""
+        if self._ended is not None and not self._events[self._ended].ended:
+            event = self._events[self._ended]
+            self._events[self._ended] = event.model_copy(update={"ended": self.scrub.safe(detail)})
 
     def tool(self, name: str, arguments: dict[str, Any], result: ToolResult, turn: int | None) -> None:
         use = ToolUse(
@@ -179,6 +193,7 @@ class Played:
         scrub: SessionScrub,
         turn: Callable[[], int | None],
         served: Callable[[], ServedToolkit | None],
+        ended: Callable[[str], None],
     ) -> None:
         self.cassette = cassette
         self.style = style
@@ -186,6 +201,7 @@ class Played:
         self.failure: CassetteMismatch | None = None
         self._turn = turn
         self._served = served
+        self._ended = ended
         to_agent, self._from_client = anyio.create_memory_object_stream[bytes](math.inf)
         self._to_client, from_agent = anyio.create_memory_object_stream[bytes](math.inf)
         self.stdin: ByteSendStream = _Sink(to_agent)
@@ -230,6 +246,11 @@ class Played:
                 if not kept:
                     nearest = cassette_acp_nearest(_what(event.client), event.turn)
                     self._fail(nearest, _diff(event, event.client, asked, self._turn()))
+            elif event.ended is not None:
+                self._ended(self.scrub.restore(event.ended))
+                await self._to_client.aclose()
+                await self._from_client.aclose()
+                return
             elif event.tool is not None:
                 await self._call(event, event.tool)
                 kept = [i for i in self._candidates if _event(sessions[i], index) == event]

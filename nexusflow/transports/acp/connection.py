@@ -67,6 +67,9 @@ class Tap(Protocol):
 
     def received(self, line: bytes) -> None: ...
 
+    def ended(self) -> None:
+        """The agent's output ended (it exited, or closed its stdout)."""
+
 
 RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[str, dict[str, Any]], None]
@@ -164,6 +167,8 @@ class Connection:
                 self._dispatch(bytes(line))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
+        if self._tap is not None:
+            self._tap.ended()
         self.close(acp_exited())
 
     def close(self, reason: AcpError) -> None:

@@ -69,9 +69,10 @@ class AcpTransport:
                 config.workspace,
             )
             if cassette.replaying:
-                self._played = Played(cassette, config.style.name, scrub, self._turn, self._served)
+                self._played = Played(cassette, config.style.name, scrub, self._turn, self._served, self._replayed_end)
             else:
                 self._recording = Recording(config.style.name, config.command, scrub, self._turn)
+                self._agent.told = self._recording.told
 
     @property
     def session_id(self) -> str | None:
@@ -91,6 +92,9 @@ class AcpTransport:
     def _turn(self) -> int | None:
         current = self._turns.current
         return current.scope.step if current is not None else None
+
+    def _replayed_end(self, detail: str) -> None:
+        self._agent.replayed_end = detail
 
     def _served(self) -> ServedToolkit | None:
         return self._permissions.served
@@ -154,6 +158,8 @@ class AcpTransport:
 
     async def close(self) -> None:
         self._permissions.cancelling = True
+        if self._recording is not None:
+            self._recording.closing = True
         try:
             await self._stack.aclose()
         finally:

@@ -142,15 +142,16 @@ class ToolUse(BaseModel):
     is_error: bool = False
 
 
-AcpEventKind = Literal["client", "agent", "raw", "tool"]
-ACP_EVENT_KINDS: tuple[AcpEventKind, ...] = ("client", "agent", "raw", "tool")
+AcpEventKind = Literal["client", "agent", "raw", "tool", "ended"]
+ACP_EVENT_KINDS: tuple[AcpEventKind, ...] = ("client", "agent", "raw", "tool", "ended")
 
 
 class AcpEvent(BaseModel):
     """One step of an ACP session, exactly one of: a message our client sent (``client``,
     normalised: what a replay matches), a message the agent sent (``agent``: played back),
-    a line from the agent that was no JSON object (``raw``), or a call of the served toolkit
-    (``tool``)."""
+    a line from the agent that was no JSON object (``raw``), a call of the served toolkit
+    (``tool``), or the agent's output ending before our client closed it (``ended``: how the
+    agent ended, as our client told it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -159,6 +160,7 @@ class AcpEvent(BaseModel):
     agent: dict[str, Any] | None = None
     raw: str | None = None
     tool: ToolUse | None = None
+    ended: str | None = None
 
     @property
     def kind(self) -> AcpEventKind:
