@@ -72,7 +72,9 @@ class SessionScrub:
                 values[name] = expand(value)
             except MissingVariableError:  # unset when replaying, as in CI: nothing to mask
                 continue
-        places = {"<acp-cwd>": cwd, "<workspace>": workspace, "<python>": sys.executable}
+        places = {"<acp-cwd>": cwd, "<python>": sys.executable}
+        if workspace != cwd:
+            places["<workspace>"] = workspace
         self._scrub: Scrub = cassette.scrub(secret_values(values), places)
         self._served: list[tuple[str, str]] = []
 

@@ -112,10 +112,11 @@ class Cassette:
             self._recording.append(recorded)
 
     def scrub(self, secrets: list[str], places: Mapping[str, str] | None = None) -> Scrub:
-        """``places``: more of them, for one client's (the cassette's own win a tie)."""
-        known = set(self._places.values())
-        more = {name: value for name, value in (places or {}).items() if value not in known}
-        return Scrub(self._places | more, secrets)
+        """``places``: more of them, for one client's; they win over the cassette's own for the
+        same folder, so a client's folder is named the same wherever the test runs from."""
+        more = dict(places or {})
+        kept = {name: value for name, value in self._places.items() if value not in more.values()}
+        return Scrub(kept | more, secrets)
 
     def play(self, asked: Asked, turn: int | None, launch: int, scrub: Scrub) -> Answer | ModelReply:
         """The answer recorded for ``asked`` (normalised here), or the reply exported for its
