@@ -182,12 +182,16 @@ async def test_a_changed_tool_result_fails_naming_the_tool_and_the_turn(tmp_path
     assert changed == ["--- recorded (turn 0)", "+++ asked (turn 0)", '-  "result": "42",', '+  "result": "43",'], diff
 
 
-async def test_auto_replays_acp_when_the_cassette_holds_a_session_of_the_style(tmp_path, caplog):
+async def test_auto_replays_acp_from_the_cassette_in_use(tmp_path, caplog):
+    """A client with no cassette of its own takes the one in use (what the pytest marker
+    does), and AUTO takes ACP for it: the cassette holds an ACP session of the style."""
     caplog.set_level(logging.INFO)
     cassette = Cassette(acp_cassette.committed(CliStyles.CLAUDE), "replay")
-    result = await acp_cassette.replay(CliStyles.CLAUDE, cassette, tmp_path, transport=Transport.AUTO)
+    with cassette.used():
+        result = await acp_cassette.replay(CliStyles.CLAUDE, None, tmp_path, transport=Transport.AUTO)  # type: ignore[arg-type]
     assert result.status == "completed", result.error
     assert any(r.getMessage().startswith("transport: ACP for claude") for r in caplog.records)
+    assert cassette.unplayed_acp() == []
 
 
 async def test_no_secret_reaches_the_cassette(agent, tmp_path, session_id, monkeypatch):
