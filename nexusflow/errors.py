@@ -1033,11 +1033,6 @@ def cassette_acp_ended(what: str) -> str:
     return f"the recorded session had ended; our client sent {what}"
 
 
-def cassette_acp_unsent(what: str, turn: int | None) -> str:
-    where = f"turn {turn}" if turn is not None else "the handshake"
-    return f"our client ended the session before it sent the recorded {what} ({where})"
-
-
 CASSETTE_DIFF_LINES = 40
 """A mismatch shows at most this many lines of its diff..."""
 CASSETTE_LINE_WIDTH = 200

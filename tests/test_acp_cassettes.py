@@ -249,3 +249,72 @@ async def test_an_agent_that_crashed_mid_turn_replays_the_same_failure(agent, tm
     replayed = await run(agent, Cassette(path, "replay"), session_id + "-replay", command=missing)
     assert (replayed.status, replayed.error) == (live.status, live.error)
     assert len(agent.log("started")) == 1
+
+
+@tool
+def approve_me(item: str) -> str:
+    """Needs a yes first."""
+    from nexusflow import current_answer, suspend
+
+    if current_answer() is None:
+        return suspend(f"May I touch {item}?")
+    ran.append((len(item), 0))
+    return f"touched {item}"
+
+
+async def pending_then_resumed(client, session_id: str):  # type: ignore[no-untyped-def]
+    from nexusflow import Answer
+
+    async with await Toolkit.load(tools=[approve_me]) as toolkit:
+        first = await client.run("go", toolkit, session_id=session_id)
+        assert first.status == "pending", first.error
+        second = await client.resume(session_id, Answer(id=first.request.id, ok=True), toolkit)
+    return first, second
+
+
+@pytest.mark.slow  # two live agent processes, then two replays: about 5 s
+async def test_a_run_that_waited_and_resumed_replays_the_same_way(agent, tmp_path, session_id):
+    """A durable run stays durable on replay: the run ends pending at the served call, is
+    answered, and resumes by loading the agent's session, as it did when recorded."""
+    agent.script(
+        [
+            [{"tool": "approve_me", "arguments": {"item": "cache"}}, {"sleep": 30}, {"say": "never"}],
+            [{"tool": "approve_me", "arguments": {"item": "cache"}}, {"say": "cleared"}],
+        ],
+        capabilities={"mcpCapabilities": {"http": True}, "loadSession": True},
+    )
+    path = tmp_path / "resumed.json"
+    ran.clear()
+    live = await pending_then_resumed(client(agent, Cassette(path, "record")), session_id)
+    assert live[1].status == "completed" and live[1].text == "cleared" and ran == [(5, 0)]
+    sessions = json.loads(path.read_text())["acp"]
+    assert [[e["client"]["method"] for e in s["events"] if "method" in e.get("client", {})][1] for s in sessions] == [
+        "session/new",
+        "session/load",
+    ]
+
+    ran.clear()
+    missing = str(tmp_path / "no-such-agent")
+    replaying = Cassette(path, "replay")
+    replayed = await pending_then_resumed(client(agent, replaying, missing), session_id + "-replay")
+    assert [(r.status, r.text) for r in replayed] == [(r.status, r.text) for r in live]
+    assert replayed[0].request.prompt == "May I touch cache?"
+    assert ran == [(5, 0)], "answered once, run once"
+    assert transcript(replayed[1].messages) == transcript(live[1].messages)
+    assert replaying.unplayed_acp() == []
+    assert len(agent.log("started")) == 2, "no agent process started on replay"
+
+
+async def test_auto_replays_the_one_shot_transport_when_the_cassette_holds_no_acp_session(
+    agent, tmp_path, session_id, caplog
+):
+    caplog.set_level(logging.INFO)
+    path = tmp_path / "empty.json"
+    Cassette(path, "record").save()
+    result = await run(agent, Cassette(path, "replay"), session_id, transport=Transport.AUTO)
+    assert result.status == "failed"
+    assert result.error == f"cassette: {path} has no recording for turn 0; it holds no launch"
+    said = [r.getMessage() for r in caplog.records]
+    because = f"the cassette {path} holds no ACP session of this style to replay"
+    assert f"transport: one-shot CLI for scripted, because {because}" in said
+    assert agent.log("started") == [], "nothing started"
