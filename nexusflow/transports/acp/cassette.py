@@ -160,6 +160,8 @@ class Recording:
 
 
 class _Sink(ByteSendStream):
+    """Our client's side of the played agent's stdin."""
+
     def __init__(self, stream: MemoryObjectSendStream[bytes]) -> None:
         self._stream = stream
 
@@ -171,6 +173,8 @@ class _Sink(ByteSendStream):
 
 
 class _Source(ByteReceiveStream):
+    """Our client's side of the played agent's stdout."""
+
     def __init__(self, stream: MemoryObjectReceiveStream[bytes]) -> None:
         self._stream = stream
 
@@ -209,7 +213,9 @@ class Played:
         self.stdin: ByteSendStream = _Sink(to_agent)
         self.stdout: ByteReceiveStream = _Source(from_agent)
         self._buffer = b""
+        self._sessions = cassette.acp_sessions
         self._candidates = cassette.acp_candidates(style)
+        """Indexes into ``_sessions`` of those that fit what was played so far, in recording order."""
 
     async def aclose(self) -> None:
         if self._candidates:
@@ -229,8 +235,8 @@ class Played:
 
     async def _play(self) -> None:
         index = 0
+        sessions = self._sessions
         while True:
-            sessions = self.cassette.acp_sessions
             lead = sessions[self._candidates[0]] if self._candidates else None
             if lead is None or index >= len(lead.events):
                 message = await self._next()
