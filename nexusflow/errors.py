@@ -594,8 +594,8 @@ def no_acp_declared(style: str) -> str:
     return f'style "{style}" declares no ACP launch'
 
 
-def no_acp_with_cassette() -> str:
-    return "a cassette records the one-shot transport"
+def no_acp_in_cassette(path: object) -> str:
+    return f"the cassette {path} holds no ACP session of this style to replay"
 
 
 def no_acp_adapter(style: str) -> str:
@@ -982,7 +982,8 @@ def cassette_invalid(path: object, exc: ValidationError) -> CassetteError:
 
 
 def cassette_version(path: object, version: object, ours: Sequence[int]) -> CassetteError:
-    read = " and ".join(str(number) for number in ours)
+    *most, last = [str(number) for number in ours]
+    read = f"{', '.join(most)} and {last}" if most else last
     return CassetteError(
         f"cassette: {path} is version {version!r}; this nexusflow reads version{'s' if len(ours) > 1 else ''}"
         f" {read}: record it again"
@@ -1008,11 +1009,28 @@ def cassette_mode_unknown(mode: object) -> CassetteError:
     return CassetteError(f"cassette: mode must be record, replay or auto, not {mode!r}")
 
 
-def cassette_takes_no_acp() -> CassetteError:
-    return CassetteError(
-        "cassette: the ACP transport is not recorded yet; a client with a cassette launches its CLI once a turn"
-        " (transport=Transport.CLI or AUTO)"
-    )
+def cassette_acp_event_mixed() -> ValueError:
+    """Raised inside the file's validation, which reports it as ``cassette_invalid``."""
+    return ValueError("an ACP event holds exactly one of client, agent, raw, tool and ended")
+
+
+def cassette_acp_before_version_3() -> ValueError:
+    return ValueError("a cassette before version 3 holds no ACP session")
+
+
+def cassette_no_acp_session(style: str) -> str:
+    """What a mismatch says when the cassette holds no ACP session of the client's style (as
+    the three below: why an ACP replay has no recording for what our client sent)."""
+    return f'it holds no ACP session of style "{style}"'
+
+
+def cassette_acp_nearest(what: str, turn: int | None) -> str:
+    where = f"turn {turn}" if turn is not None else "the handshake"
+    return f"the recorded {what} ({where}) differs"
+
+
+def cassette_acp_ended(what: str) -> str:
+    return f"the recorded session had ended; our client sent {what}"
 
 
 CASSETTE_DIFF_LINES = 40

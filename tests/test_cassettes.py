@@ -234,7 +234,7 @@ def test_the_environment_sets_the_mode_an_argument_leaves_out(tmp_path, monkeypa
 def test_a_file_that_is_not_a_cassette_of_this_version_is_refused(tmp_path):
     path = tmp_path / "c.json"
     for content, message in [
-        (json.dumps({"version": 3, "launches": []}), "is version 3; this nexusflow reads versions 1 and 2: record it"),
+        (json.dumps({"version": 4, "launches": []}), "is version 4; this nexusflow reads versions 1, 2 and 3: record"),
         ("{", "is not JSON: Expecting property name enclosed in double quotes at line 1"),
         (json.dumps({"version": 1, "launches": [{"turn": 0}]}), "is not a cassette: launches.0.asked: Field required"),
     ]:
@@ -253,13 +253,15 @@ def test_places_end_where_a_path_component_ends():
     assert scrub.stable("at 2026-12-04T18:11:12.264407+00:00 and 2026-12-04 18:11") == "at <timestamp> and <timestamp>"
 
 
-async def test_a_cassette_refuses_the_acp_transport(tmp_path, session_id):
-    chosen = create_cli_client(
-        CliStyles.GEMINI, "gemini", "m", transport=Transport.ACP, cassette=Cassette(tmp_path / "c.json")
-    )
+async def test_an_acp_replay_with_no_session_of_its_style_fails_and_starts_nothing(tmp_path, session_id):
+    """ACP sessions are recorded too (tests/test_acp_cassettes.py); a cassette that holds none
+    of the client's style fails the run with the pinned mismatch, never a live launch."""
+    path = tmp_path / "c.json"
+    Cassette(path, "record").save()
+    chosen = create_cli_client(CliStyles.GEMINI, "gemini", "m", transport=Transport.ACP, cassette=Cassette(path))
     result = await chosen.run("hi", session_id=session_id)
     assert result.status == "failed"
-    assert result.error is not None and result.error.startswith("cassette: the ACP transport is not recorded yet")
+    assert result.error == f'cassette: {path} has no recording for a turn; it holds no ACP session of style "gemini"'
 
 
 async def test_a_mismatch_is_a_cassette_mismatch(fake, claude_on_path, tmp_path, session_id):

@@ -17,6 +17,8 @@ from nexusflow.testing import Cassette
 from nexusflow.testing.agents import FAKE_KEY
 from nexusflow.testing.conformance import SERVER_MODEL, scripted_cli
 
+from helpers import acp_cassette
+
 pytestmark = [pytest.mark.anyio, pytest.mark.live, pytest.mark.usefixtures("prefect_server")]
 
 ran: list[tuple[int, int]] = []
@@ -82,3 +84,33 @@ async def test_a_recorded_claude_run_replays_with_no_binary_and_no_server(tmp_pa
     assert ran == [(2, 3)]
     assert transcript(replayed.messages) == transcript(recorded.messages)
     assert replayed.metrics.usage == recorded.metrics.usage, "the usage claude reported is replayed too"
+
+
+@pytest.mark.parametrize("style", list(acp_cassette.ADAPTERS), ids=[s.value for s in acp_cassette.ADAPTERS])
+async def test_a_recorded_acp_session_replays_with_no_binary_and_no_server(style, tmp_path, monkeypatch):
+    """A real ACP agent (claude-agent-acp, codex-acp) recorded against the scripted model
+    server, then replayed with both binaries off PATH and the server stopped."""
+    command, adapter = binary(style.value), binary(acp_cassette.ADAPTERS[style])
+    path = tmp_path / "acp.json"
+    acp_cassette.ran.clear()
+    recorded, asked = await acp_cassette.record(style, Cassette(path, "record"), command, adapter)
+    assert recorded.status == "completed", recorded.error
+    assert recorded.text.endswith("It is 42.") and acp_cassette.ran == [(20, 22)] and asked >= 2
+    text = path.read_text()
+    assert FAKE_KEY not in text, "the API key the agent was given is masked"
+    (session,) = json.loads(text)["acp"]
+    assert session["agent"] == acp_cassette.ADAPTERS[style]
+    assert [event["tool"]["name"] for event in session["events"] if "tool" in event] == ["add"]
+
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert shutil.which(style.value) is None and shutil.which(acp_cassette.ADAPTERS[style]) is None
+    acp_cassette.ran.clear()
+    replaying = Cassette(path, "replay")
+    replayed = await acp_cassette.replay(style, replaying, tmp_path)
+    assert replayed.status == "completed", replayed.error
+    assert replayed.text == recorded.text
+    assert acp_cassette.ran == [(20, 22)], "the served tool really ran on replay"
+    assert acp_cassette.transcript(replayed.messages) == acp_cassette.transcript(recorded.messages)
+    assert replaying.unplayed_acp() == []

@@ -83,6 +83,7 @@ async def export_cassette(
         body = ModelRequest.model_validate({**(settings or {}), "messages": messages}).body()
         launches.append(exported(step, body, record.reply, record.seconds, scrub))
     cassette = CassetteFile(version=schema.VERSION, launches=launches)
+    cassette = cassette.model_copy(update={"version": cassette.lowest_version})
     schema.write(Path(path), schema.text(cassette))
     return cassette
 

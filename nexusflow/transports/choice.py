@@ -14,13 +14,12 @@ from .._secrets import get_logger
 from ..errors import (
     AcpError,
     acp_unavailable,
-    cassette_takes_no_acp,
     cli_command_required,
     cli_transport_unknown,
     no_acp_adapter,
     no_acp_asked,
     no_acp_declared,
-    no_acp_with_cassette,
+    no_acp_in_cassette,
 )
 from .acp.transport import AcpConfig, AcpTransport, check_cwd
 from .base import Log, ModelTransport, TransportFactory
@@ -120,8 +119,9 @@ def _choose(
     choice: Transport, cli: CliConfig, acp: AcpConfig | None, why_not: str, cassette: Cassette | None
 ) -> TransportFactory:
     """``acp`` is None when ACP cannot be used, and ``why_not`` says why. A cassette (the
-    client's, else the one in use when the run opens its transport) takes the one-shot
-    transport: only its launches are recorded so far."""
+    client's, else the one in use when the run opens its transport) records the transport
+    chosen, or replays it with no process: AUTO then takes ACP when the cassette holds an ACP
+    session of the client's style, else the one-shot transport."""
 
     @asynccontextmanager
     async def open_transport(log: Log | None = None) -> AsyncIterator[ModelTransport]:
@@ -129,21 +129,21 @@ def _choose(
         style = cli.style.name
         tape = cassette or active_cassette()
         if tape is not None:
-            if choice is Transport.ACP:
-                raise cassette_takes_no_acp()
-            if choice is Transport.AUTO:
-                say(f"transport: one-shot CLI for {style}, because {no_acp_with_cassette()}")
             say(f"cassette: {'replaying' if tape.replaying else 'recording'} {tape.path}")
-            yield CliTransport(cli, tape)
-            return
         agent: AcpTransport | None = None
         if choice is Transport.ACP:
             if acp is None:
                 raise acp_unavailable(why_not)
-            agent = AcpTransport(acp)
+            agent = AcpTransport(acp, tape)
             await agent.start(say)
+        elif choice is Transport.AUTO and acp is not None and tape is not None and tape.replaying:
+            if tape.has_acp(style):
+                agent = AcpTransport(acp, tape)
+                await agent.start(say)
+            else:
+                say(f"transport: one-shot CLI for {style}, because {no_acp_in_cassette(tape.path)}")
         elif choice is Transport.AUTO and acp is not None:
-            candidate = AcpTransport(acp.model_copy(update={"handshake_timeout": AUTO_HANDSHAKE_TIMEOUT}))
+            candidate = AcpTransport(acp.model_copy(update={"handshake_timeout": AUTO_HANDSHAKE_TIMEOUT}), tape)
             try:
                 await candidate.start(say)
                 agent = candidate
@@ -152,7 +152,7 @@ def _choose(
         elif choice is Transport.AUTO:
             say(f"transport: one-shot CLI for {style}, because {why_not}")
         if agent is None:
-            yield CliTransport(cli)
+            yield CliTransport(cli, tape)
             return
         say(f"transport: ACP for {style} ({acp.command if acp else ''})")
         try:

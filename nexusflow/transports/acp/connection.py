@@ -15,7 +15,7 @@ import json
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
@@ -60,6 +60,17 @@ class _Pending:
     error: BaseException | None = None
 
 
+class Tap(Protocol):
+    """Sees every message as it goes (a cassette recording the conversation)."""
+
+    def sent(self, message: dict[str, Any]) -> None: ...
+
+    def received(self, line: bytes) -> None: ...
+
+    def ended(self) -> None:
+        """The agent's output ended (it exited, or closed its stdout)."""
+
+
 RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[str, dict[str, Any]], None]
 
@@ -74,6 +85,7 @@ class Connection:
         on_request: RequestHandler,
         on_notification: NotificationHandler,
         on_stderr: Callable[[str], None] | None = None,
+        tap: Tap | None = None,
     ) -> None:
         self._stdin = stdin
         self._stdout = stdout
@@ -81,6 +93,7 @@ class Connection:
         self._on_request = on_request
         self._on_notification = on_notification
         self._on_stderr = on_stderr
+        self._tap = tap
         self._write_lock = anyio.Lock()
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
@@ -123,6 +136,8 @@ class Connection:
     async def _send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, ensure_ascii=False) + "\n").encode()
         async with self._write_lock:
+            if self._tap is not None:
+                self._tap.sent(message)
             try:
                 await self._stdin.send(data)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -152,6 +167,8 @@ class Connection:
                 self._dispatch(bytes(line))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
+        if self._tap is not None:
+            self._tap.ended()
         self.close(acp_exited())
 
     def close(self, reason: AcpError) -> None:
@@ -164,6 +181,8 @@ class Connection:
                 pending.done.set()
 
     def _dispatch(self, line: bytes) -> None:
+        if self._tap is not None:
+            self._tap.received(line)
         try:
             message = json.loads(line)
             if not isinstance(message, dict):

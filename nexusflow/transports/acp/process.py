@@ -34,6 +34,10 @@ class AgentProcess:
         self._log = log
         self._stderr_lines = 0
         self._scratch: str | None = None
+        self.told: Callable[[str], None] | None = None
+        """Sees how the agent ended, each time it is told (a cassette recording it)."""
+        self.replayed_end: str | None = None
+        """How a played agent ended, as the recording told it: no process to ask."""
 
     def environment(self) -> dict[str, str]:
         """The base variables, the style's and the client's; ``TMPDIR`` is a folder of the
@@ -82,11 +86,16 @@ class AgentProcess:
 
     async def exit_detail(self, connection: Connection | None) -> str:
         """How the agent ended, once it has: its exit status and the end of its stderr."""
+        if self.replayed_end is not None:
+            return self.replayed_end
         if self.process is not None:
             with anyio.move_on_after(2):
                 await self.process.wait()
         code = self.process.returncode if self.process is not None else None
-        return acp_exit_detail(code, connection.stderr_text() if connection is not None else "")
+        detail = acp_exit_detail(code, connection.stderr_text() if connection is not None else "")
+        if self.told is not None:
+            self.told(detail)
+        return detail
 
     def kill(self) -> None:
         if self.process is not None:

@@ -2,16 +2,19 @@
 
 from .cassette import Cassette, active_cassette, exported
 from .normalise import Scrub, default_places, secret_values
-from .schema import VERSION, Answer, Asked, CassetteFile, Launch
+from .schema import VERSION, AcpEvent, AcpSession, Answer, Asked, CassetteFile, Launch, ToolUse
 
 __all__ = [
     "VERSION",
+    "AcpEvent",
+    "AcpSession",
     "Answer",
     "Asked",
     "Cassette",
     "CassetteFile",
     "Launch",
     "Scrub",
+    "ToolUse",
     "active_cassette",
     "default_places",
     "exported",

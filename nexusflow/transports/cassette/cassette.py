@@ -1,4 +1,5 @@
-"""A cassette: the launches of one test's agent CLIs, recorded once and replayed offline.
+"""A cassette: the launches of one test's agent CLIs and its ACP sessions, recorded once and
+replayed offline (an ACP session is recorded and played by ``transports.acp.cassette``).
 
 It sits at the one-shot transport's boundary, never at HTTP: a CLI talks to its own
 provider. Replay starts no process and needs no binary; everything above the transport (the
@@ -16,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -32,7 +33,13 @@ from ...messages import ModelReply
 from ...settings import CassetteMode, settings
 from . import schema
 from .normalise import Scrub, default_places
-from .schema import Answer, Asked, CassetteFile, Launch
+from .schema import AcpSession, Answer, Asked, CassetteFile, Launch
+
+
+class Recorded(Protocol):
+    """An ACP session being recorded: the cassette asks it for what it holds so far."""
+
+    def session(self) -> AcpSession: ...
 
 
 class Cassette:
@@ -62,6 +69,8 @@ class Cassette:
         self._places = default_places() | {name: os.fspath(value) for name, value in (places or {}).items()}
         self._file = schema.read(self.path) if self.mode == "replay" else CassetteFile()
         self._played: set[int] = set()
+        self._played_acp: set[int] = set()
+        self._recording: list[Recorded] = []
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -79,8 +88,35 @@ class Cassette:
         """Recorded launches no replayed one has matched (yet)."""
         return [launch for index, launch in enumerate(self._file.launches) if index not in self._played]
 
-    def scrub(self, secrets: list[str]) -> Scrub:
-        return Scrub(self._places, secrets)
+    @property
+    def acp_sessions(self) -> list[AcpSession]:
+        """The ACP sessions recorded (so far, when recording)."""
+        return [*self._file.acp, *(recorded.session() for recorded in self._recording)]
+
+    def has_acp(self, style: str) -> bool:
+        return any(session.style == style for session in self._file.acp)
+
+    def acp_candidates(self, style: str) -> list[int]:
+        """The sessions of ``style`` no replayed session has played, in recording order."""
+        return [i for i, session in enumerate(self._file.acp) if session.style == style and i not in self._played_acp]
+
+    def acp_played(self, index: int) -> None:
+        self._played_acp.add(index)
+
+    def unplayed_acp(self) -> list[AcpSession]:
+        return [session for index, session in enumerate(self._file.acp) if index not in self._played_acp]
+
+    def add_acp(self, recorded: Recorded) -> None:
+        """A session to record: its events are written with the cassette from now on."""
+        with self._lock:
+            self._recording.append(recorded)
+
+    def scrub(self, secrets: list[str], places: Mapping[str, str] | None = None) -> Scrub:
+        """``places``: more of them, for one client's; they win over the cassette's own for the
+        same folder, so a client's folder is named the same wherever the test runs from."""
+        more = dict(places or {})
+        kept = {name: value for name, value in self._places.items() if value not in more.values()}
+        return Scrub(kept | more, secrets)
 
     def play(self, asked: Asked, turn: int | None, launch: int, scrub: Scrub) -> Answer | ModelReply:
         """The answer recorded for ``asked`` (normalised here), or the reply exported for its
@@ -137,7 +173,12 @@ class Cassette:
         if self.mode != "record":
             return
         with self._lock:
-            schema.write(self.path, schema.text(self._file))
+            recorded = [*self._file.acp, *(recorded.session() for recorded in self._recording)]
+            schema.write(self.path, schema.text(self._file.model_copy(update={"acp": recorded})))
+
+    async def saved(self) -> None:
+        """``save`` off the event loop."""
+        await anyio.to_thread.run_sync(self.save)
 
     @contextmanager
     def used(self) -> Iterator[Cassette]:

@@ -5,7 +5,11 @@ recording made again of the same run changes only what changed.
 Version 2 adds exported launches (``Launch.reply``: a session's turn as nexusflow parsed
 it, see ``nexusflow.testing.export_cassette``). A file is written in the lowest version that
 holds what it holds, so a recording stays version 1, byte for byte; a nexusflow that reads
-only version 1 refuses an export by its version instead of by a field it never heard of."""
+only version 1 refuses an export by its version instead of by a field it never heard of.
+
+Version 3 adds ACP sessions (``acp``): the JSON-RPC conversation of each, both ways, in the
+order it happened, and the MCP tool calls the agent made to the served toolkit between its
+messages. Only a file holding one is written as version 3."""
 
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ from pydantic import (
 )
 
 from ...errors import (
+    cassette_acp_before_version_3,
+    cassette_acp_event_mixed,
     cassette_export_in_version_1,
     cassette_invalid,
     cassette_launch_mixed,
@@ -37,9 +43,9 @@ from ...errors import (
 )
 from ...messages import ModelReply
 
-VERSION: Literal[2] = 2
+VERSION: Literal[3] = 3
 """The newest version this nexusflow writes."""
-VERSIONS = (1, 2)
+VERSIONS = (1, 2, 3)
 """The versions it reads."""
 
 
@@ -124,17 +130,89 @@ class Launch(BaseModel):
         return _without(handler(self), "answer", "reply")
 
 
+class ToolUse(BaseModel):
+    """One MCP tool call the agent made to the served toolkit: on replay it is made again,
+    for real, and its result must equal this one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    result: str = Field(description="The tool's result as the agent received it, normalised.")
+    is_error: bool = False
+
+
+AcpEventKind = Literal["client", "agent", "raw", "tool", "ended"]
+ACP_EVENT_KINDS: tuple[AcpEventKind, ...] = ("client", "agent", "raw", "tool", "ended")
+
+
+class AcpEvent(BaseModel):
+    """One step of an ACP session, exactly one of: a message our client sent (``client``,
+    normalised: what a replay matches), a message the agent sent (``agent``: played back),
+    a line from the agent that was no JSON object (``raw``), a call of the served toolkit
+    (``tool``), or the agent's output ending before our client closed it (``ended``: how the
+    agent ended, as our client told it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    turn: int | None = Field(description="The run's step it happened in; None outside a turn (the handshake).")
+    client: dict[str, Any] | None = None
+    agent: dict[str, Any] | None = None
+    raw: str | None = None
+    tool: ToolUse | None = None
+    ended: str | None = None
+
+    @property
+    def kind(self) -> AcpEventKind:
+        return next(kind for kind in ACP_EVENT_KINDS if getattr(self, kind) is not None)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> AcpEvent:
+        if sum(getattr(self, kind) is not None for kind in ACP_EVENT_KINDS) != 1:
+            raise cassette_acp_event_mixed()
+        return self
+
+    @model_serializer(mode="wrap")
+    def _kept(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without(handler(self), *ACP_EVENT_KINDS)
+
+
+class AcpSession(BaseModel):
+    """One ACP agent process's conversation, from ``initialize`` to its end."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    style: str = Field(description="The client's style: a replay of another style's client never matches it.")
+    agent: str = Field(description="The agent command's name (its folder left out).")
+    events: list[AcpEvent] = Field(default_factory=list)
+
+
 class CassetteFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    version: Literal[1, 2] = 1
+    version: Literal[1, 2, 3] = 1
     launches: list[Launch] = Field(default_factory=list)
+    acp: list[AcpSession] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _exports_need_2(self) -> CassetteFile:
         if self.version == 1 and any(launch.reply is not None for launch in self.launches):
             raise cassette_export_in_version_1()
+        if self.version < 3 and self.acp:
+            raise cassette_acp_before_version_3()
         return self
+
+    @model_serializer(mode="wrap")
+    def _kept(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        return data if self.acp else {key: value for key, value in data.items() if key != "acp"}
+
+    @property
+    def lowest_version(self) -> Literal[1, 2, 3]:
+        """The lowest version that holds what the file holds."""
+        if self.acp:
+            return 3
+        return 2 if any(launch.reply is not None for launch in self.launches) else 1
 
 
 def read(path: Path) -> CassetteFile:
@@ -154,9 +232,8 @@ def read(path: Path) -> CassetteFile:
 
 def text(cassette: CassetteFile) -> str:
     """Two-space indented JSON, non-ASCII kept as is, one newline at the end; in the lowest
-    version that holds the launches."""
-    exported = any(launch.reply is not None for launch in cassette.launches)
-    data = cassette.model_copy(update={"version": VERSION if exported else 1}).model_dump(mode="json")
+    version that holds the launches and sessions."""
+    data = cassette.model_copy(update={"version": cassette.lowest_version}).model_dump(mode="json")
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -1,0 +1,358 @@
+"""An ACP session on a cassette: the JSON-RPC conversation with the agent, both ways, and the
+MCP tool calls it made to the served toolkit, recorded in the order they happened.
+
+Replay starts no process: ``Played`` is the agent, behind in-memory byte streams that our
+``Connection`` reads and writes line by line as it would a process's stdio, so everything of
+the client (framing, session, turns, permissions, updates, the served MCP server) still runs.
+Each message our client sends must equal, normalised, the recorded one at that point; a
+recorded tool call is made again, for real, through the served MCP server over HTTP, and its
+result must equal the recorded one. A miss fails the turn with ``CassetteMismatch`` and a diff,
+never a live call. When several recorded sessions fit (a test that ran the agent more than
+once), each message narrows them: a session is matched by content, not by its position.
+
+What is stored is made safe as a one-shot launch is (``Scrub``): secrets masked, known places
+named. The served toolkit's random server name and URL are named too (``<mcp-server>``,
+``<mcp-url>``), and the agent's messages get the replaying session's back.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ..._env import expand
+from ...errors import (
+    CassetteMismatch,
+    MissingVariableError,
+    cassette_acp_ended,
+    cassette_acp_nearest,
+    cassette_no_acp_session,
+)
+from ...messages import ToolResult
+from ..cassette import AcpEvent, AcpSession, Cassette, Scrub, ToolUse, secret_values
+from .served import ServedToolkit
+
+SERVER = "<mcp-server>"
+URL = "<mcp-url>"
+VERSION = "<version>"
+
+
+def walk(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` (JSON-ready) with ``change`` applied to each of its strings."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {key: walk(item, change) for key, item in value.items()}
+    if isinstance(value, list):
+        return [walk(item, change) for item in value]
+    return value
+
+
+class SessionScrub:
+    """The cassette's ``Scrub`` for one ACP session, plus the served toolkit's name and URL
+    (random each session; a place would not do: ``mcp__nexusflow_ab12cd__add`` has no path
+    boundary after the name)."""
+
+    def __init__(self, cassette: Cassette, env: dict[str, str], cwd: str, workspace: str) -> None:
+        """``env``: what the agent is given, ``${VAR}`` unexpanded; the secret-named variables of
+        our own environment are masked too (an agent may have found them another way)."""
+        values = dict(os.environ)
+        for name, value in env.items():
+            try:
+                values[name] = expand(value)
+            except MissingVariableError:  # unset when replaying, as in CI: nothing to mask
+                continue
+        places = {"<acp-cwd>": cwd, "<python>": sys.executable}
+        if workspace != cwd:
+            places["<workspace>"] = workspace
+        self._scrub: Scrub = cassette.scrub(secret_values(values), places)
+        self._served: list[tuple[str, str]] = []
+
+    def serve(self, served: ServedToolkit) -> None:
+        self._served = [(served.url, URL), (served.name, SERVER)]
+
+    def _named(self, text: str) -> str:
+        for value, name in self._served:
+            text = text.replace(value, name)
+        return text
+
+    def safe(self, text: str) -> str:
+        return self._scrub.safe(self._named(text))
+
+    def stable(self, text: str) -> str:
+        return self._scrub.stable(self._named(text))
+
+    def restore(self, text: str) -> str:
+        for value, name in self._served:
+            text = text.replace(name, value)
+        return self._scrub.restore(text)
+
+    def sent(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A message of our client as it is matched: stable, and our own version left out
+        (a new nexusflow is no drift of the code under test)."""
+        stable: dict[str, Any] = walk(message, self.stable)
+        info = stable.get("params", {}).get("clientInfo") if stable.get("method") == "initialize" else None
+        if isinstance(info, dict) and "version" in info:
+            info["version"] = VERSION
+        return stable
+
+
+class Recording:
+    """The session being recorded; ``Connection`` calls ``sent`` and ``received`` for each
+    message, the transport ``tool`` for each served call."""
+
+    def __init__(self, style: str, command: str, scrub: SessionScrub, turn: Callable[[], int | None]) -> None:
+        self.style = style
+        self.agent = Path(command).name
+        self.scrub = scrub
+        self._turn = turn
+        self._events: list[AcpEvent] = []
+        self.closing = False
+        """Our client closes the session: the agent's output ending now is no event of its own."""
+        self._ended: int | None = None
+
+    def sent(self, message: dict[str, Any]) -> None:
+        self._events.append(AcpEvent(turn=self._turn(), client=self.scrub.sent(message)))
+
+    def received(self, line: bytes) -> None:
+        text = line.decode("utf-8", errors="replace")
+        try:
+            message = json.loads(text)
+        except ValueError:
+            message = None
+        if isinstance(message, dict):
+            self._events.append(AcpEvent(turn=self._turn(), agent=walk(message, self.scrub.safe)))
+        else:
+            self._events.append(AcpEvent(turn=self._turn(), raw=self.scrub.safe(text)))
+
+    def ended(self) -> None:
+        if not self.closing and self._ended is None:
+            self._ended = len(self._events)
+            self._events.append(AcpEvent(turn=self._turn(), ended=""))
+
+    def told(self, detail: str) -> None:
+        """How the agent ended, once our client has asked its process."""
+        if self._ended is not None and not self._events[self._ended].ended:
+            event = self._events[self._ended]
+            self._events[self._ended] = event.model_copy(update={"ended": self.scrub.safe(detail)})
+
+    def tool(self, name: str, arguments: dict[str, Any], result: ToolResult, turn: int | None) -> None:
+        use = ToolUse(
+            name=name,
+            arguments=walk(arguments, self.scrub.safe),
+            result=self.scrub.stable(result.content),
+            is_error=result.is_error,
+        )
+        self._events.append(AcpEvent(turn=turn, tool=use))
+
+    def session(self) -> AcpSession:
+        return AcpSession(style=self.style, agent=self.agent, events=list(self._events))
+
+
+class _Sink(ByteSendStream):
+    """Our client's side of the played agent's stdin."""
+
+    def __init__(self, stream: MemoryObjectSendStream[bytes]) -> None:
+        self._stream = stream
+
+    async def send(self, item: bytes) -> None:
+        await self._stream.send(item)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _Source(ByteReceiveStream):
+    """Our client's side of the played agent's stdout."""
+
+    def __init__(self, stream: MemoryObjectReceiveStream[bytes]) -> None:
+        self._stream = stream
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        return await self._stream.receive()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class _Failed(Exception):
+    """The replay stops: ``Played.failure`` says why."""
+
+
+class Played:
+    """The recorded agent, played: ``stdin`` and ``stdout`` stand for its process's."""
+
+    def __init__(
+        self,
+        cassette: Cassette,
+        style: str,
+        scrub: SessionScrub,
+        turn: Callable[[], int | None],
+        served: Callable[[], ServedToolkit | None],
+        ended: Callable[[str], None],
+    ) -> None:
+        self.cassette = cassette
+        self.style = style
+        self.scrub = scrub
+        self.failure: CassetteMismatch | None = None
+        self._turn = turn
+        self._served = served
+        self._ended = ended
+        to_agent, self._from_client = anyio.create_memory_object_stream[bytes](math.inf)
+        self._to_client, from_agent = anyio.create_memory_object_stream[bytes](math.inf)
+        self.stdin: ByteSendStream = _Sink(to_agent)
+        self.stdout: ByteReceiveStream = _Source(from_agent)
+        self._buffer = b""
+        self._sessions = cassette.acp_sessions
+        self._candidates = cassette.acp_candidates(style)
+        """Indexes into ``_sessions`` of those that fit what was played so far, in recording order."""
+
+    async def aclose(self) -> None:
+        if self._candidates:
+            self.cassette.acp_played(self._candidates[0])
+        for stream in (self.stdin, self._to_client, self._from_client, self.stdout):
+            await stream.aclose()
+
+    async def run(self) -> None:
+        """Play the leading candidate's events; a miss ends the agent's output (our client
+        then fails what waits on it, and the transport raises ``failure``)."""
+        try:
+            await self._play()
+        except _Failed:
+            await self._to_client.aclose()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+
+    async def _play(self) -> None:
+        index = 0
+        sessions = self._sessions
+        while True:
+            lead = sessions[self._candidates[0]] if self._candidates else None
+            if lead is None or index >= len(lead.events):
+                message = await self._next()
+                if message is None:
+                    return
+                what = _what(message)
+                self._fail(cassette_acp_ended(what) if lead else cassette_no_acp_session(self.style), [])
+            event = lead.events[index]
+            if event.client is not None:
+                message = await self._next()
+                if message is None:
+                    return  # our client ended the session first: what it did not send is not drift
+                asked = self.scrub.sent(message)
+                kept = [i for i in self._candidates if _client(sessions[i], index) == asked]
+                if not kept:
+                    nearest = cassette_acp_nearest(_what(event.client), event.turn)
+                    self._fail(nearest, _diff(event, event.client, asked, self._turn()))
+            elif event.ended is not None:
+                self._ended(self.scrub.restore(event.ended))
+                await self._to_client.aclose()
+                await self._from_client.aclose()
+                return
+            elif event.tool is not None:
+                await self._call(event, event.tool)
+                kept = [i for i in self._candidates if _event(sessions[i], index) == event]
+            else:
+                line = event.raw if event.raw is not None else json.dumps(event.agent, ensure_ascii=False)
+                await self._to_client.send((self.scrub.restore(line) + "\n").encode())
+                kept = [i for i in self._candidates if _event(sessions[i], index) == event]
+            self._candidates = kept
+            index += 1
+
+    async def _call(self, event: AcpEvent, use: ToolUse) -> None:
+        """Make the recorded call through the served MCP server, as the agent did."""
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        served = self._served()
+        if served is None:
+            self._fail(cassette_acp_nearest(f"call of tool {use.name}", event.turn), [])
+        arguments = walk(use.arguments, self.scrub.restore)
+        async with (
+            httpx2.AsyncClient(headers=served.headers, timeout=httpx2.Timeout(30, read=3600)) as http,
+            Client(streamable_http_client(served.url, http_client=http)) as client,
+        ):
+            result = await client.call_tool(use.name, arguments)
+        text = "".join(getattr(block, "text", "") for block in result.content)
+        got = use.model_copy(update={"result": self.scrub.stable(text), "is_error": bool(result.is_error)})
+        if got != use:
+            recorded = {"tool": use.name, "result": use.result, "is_error": use.is_error}
+            replayed = {"tool": got.name, "result": got.result, "is_error": got.is_error}
+            self._fail(
+                cassette_acp_nearest(f"result of tool {use.name}", event.turn),
+                _diff(event, recorded, replayed, self._turn()),
+            )
+
+    async def _next(self) -> dict[str, Any] | None:
+        """Our client's next message, None once it closed its side."""
+        while b"\n" not in self._buffer:
+            try:
+                self._buffer += await self._from_client.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def _fail(self, nearest: str, diff: list[str]) -> NoReturn:
+        self.failure = CassetteMismatch(self.cassette.path, self._turn(), 1, nearest, diff)
+        raise _Failed
+
+
+def _event(session: AcpSession, index: int) -> AcpEvent | None:
+    return session.events[index] if index < len(session.events) else None
+
+
+def _client(session: AcpSession, index: int) -> dict[str, Any] | None:
+    event = _event(session, index)
+    return event.client if event is not None else None
+
+
+def _what(message: dict[str, Any]) -> str:
+    """A message as a mismatch names it: its method, or the answer to which request."""
+    method = message.get("method")
+    if isinstance(method, str):
+        return method if "id" in message else f"{method} notification"
+    return f"answer to request {message.get('id')!r}"
+
+
+def _lines(value: Any) -> list[str]:
+    """JSON, a multi-line string as a list of its lines: a diff shows the line that changed."""
+
+    def split(item: Any) -> Any:
+        if isinstance(item, str) and "\n" in item:
+            return item.split("\n")
+        if isinstance(item, dict):
+            return {key: split(part) for key, part in item.items()}
+        if isinstance(item, list):
+            return [split(part) for part in item]
+        return item
+
+    return json.dumps(split(value), indent=2, ensure_ascii=False).splitlines()
+
+
+def _diff(event: AcpEvent, recorded: Any, asked: Any, turn: int | None) -> list[str]:
+    def where(step: int | None) -> str:
+        return f"turn {step}" if step is not None else "handshake"
+
+    return list(
+        difflib.unified_diff(
+            _lines(recorded),
+            _lines(asked),
+            fromfile=f"recorded ({where(event.turn)})",
+            tofile=f"asked ({where(turn)})",
+            n=2,
+            lineterm="",
+        )
+    )

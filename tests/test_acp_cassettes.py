@@ -1,0 +1,320 @@
+"""Cassettes of ACP sessions: a run of the scripted ACP agent (a real process speaking ACP on
+stdio, calling our served toolkit over MCP) is recorded, then replayed with the agent's
+command gone: the same transcript, tool calls, result and Prefect task runs. Drift (a prompt,
+a tool's result) fails with the pinned error and a diff; nothing secret reaches the file."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from live_agents import binary
+
+from nexusflow import CassetteError, CliStyles, Toolkit, Transport, create_cli_client, tool
+from nexusflow.settings import settings
+from nexusflow.testing import Cassette
+
+from acp_fixtures import ScriptedAgent
+from helpers import acp_cassette
+from helpers.prefect_api import task_runs
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
+
+ran: list[tuple[int, int]] = []
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    ran.append((a, b))
+    return a + b
+
+
+SCRIPT = [
+    [
+        {"thought": "let me add"},
+        {"tool": "add", "arguments": {"a": 1, "b": 2}, "permission": True},
+        {"shell": "rm -rf /"},
+        {"say": "1+2=3"},
+        {"usage": {"inputTokens": 12, "outputTokens": 5}},
+    ]
+]
+
+
+def client(agent: ScriptedAgent, cassette: Cassette, command: str | None = None, **options):
+    return create_cli_client(
+        style=agent.style,
+        command=command or agent.command,
+        transport=options.pop("transport", Transport.ACP),
+        env={**agent.env, **options.pop("env", {})},
+        cassette=cassette,
+        **options,
+    )
+
+
+async def run(agent: ScriptedAgent, cassette: Cassette, session_id: str, prompt: str = "go", **options):
+    async with await Toolkit.load(tools=[add]) as toolkit:
+        return await client(agent, cassette, **options).run(prompt, toolkit, session_id=session_id)
+
+
+def transcript(messages) -> list[tuple[str, str | None, list[tuple[str, object]]]]:
+    return [
+        (m.role, getattr(m, "content", None), [(c.name, c.arguments) for c in getattr(m, "tool_calls", None) or []])
+        for m in messages
+    ]
+
+
+async def recorded(agent: ScriptedAgent, path: Path, session_id: str, **options):
+    agent.script(SCRIPT)
+    ran.clear()
+    result = await run(agent, Cassette(path, "record"), session_id, system_prompt="Be exact.", **options)
+    assert result.status == "completed", result.error
+    return result
+
+
+@pytest.mark.slow  # two runs, one of them a real agent process: about 3 s
+async def test_a_recorded_acp_session_replays_with_no_agent(agent, tmp_path, session_id):
+    path = tmp_path / "acp.json"
+    live = await recorded(agent, path, session_id)
+    assert live.text == "1+2=3" and ran == [(1, 2)]
+    saved = json.loads(path.read_text())
+    assert saved["version"] == 3 and saved["launches"] == []
+    (session,) = saved["acp"]
+    assert (session["style"], session["agent"]) == ("scripted", Path(agent.command).name)
+    kinds = [next(k for k in ("client", "agent", "raw", "tool") if k in event) for event in session["events"]]
+    assert kinds.count("tool") == 1
+    methods = [e["client"].get("method") for e in session["events"] if "client" in e]
+    assert methods[:3] == ["initialize", "session/new", "session/prompt"]
+    asked = [e["agent"] for e in session["events"] if "agent" in e and e["agent"].get("method")]
+    permissions = [m for m in asked if m["method"] == "session/request_permission"]
+    assert len(permissions) == 2, "the served tool's and the shell's"
+    assert "mcp__<mcp-server>__add" in json.dumps(permissions), "the random server name is named"
+    (use,) = [e["tool"] for e in session["events"] if "tool" in e]
+    assert use == {"name": "add", "arguments": {"a": 1, "b": 2}, "result": "3", "is_error": False}
+    assert path.read_text() == json.dumps(saved, indent=2, ensure_ascii=False) + "\n", "stable, readable JSON"
+    started = len(agent.log("started"))
+
+    ran.clear()
+    missing = str(tmp_path / "no-such-agent")
+    replaying = Cassette(path)  # auto: the file exists
+    assert replaying.replaying
+    replayed = await run(agent, replaying, session_id + "-replay", system_prompt="Be exact.", command=missing)
+    assert replayed.status == "completed", replayed.error
+    assert len(agent.log("started")) == started, "no agent process started"
+    assert replayed.text == live.text
+    assert ran == [(1, 2)], "the served tool really ran on replay"
+    assert transcript(replayed.messages) == transcript(live.messages)
+    assert (replayed.metrics.input_tokens, replayed.metrics.output_tokens) == (12, 5)
+    assert replaying.unplayed_acp() == []
+    runs = sorted(r.name for r in await task_runs(replayed.flow_run_id, expected=3))
+    assert runs == sorted(r.name for r in await task_runs(live.flow_run_id, expected=3))
+    assert runs == ["acp-session", "tool-0-add", "turn-0"], "a replayed run is a flow with its task runs"
+
+    plain = await run(agent, None, session_id + "-live", command=missing)  # type: ignore[arg-type]
+    assert plain.status == "failed" and plain.error == f"acp: command not found: {missing}"
+
+
+STYLES = list(acp_cassette.ADAPTERS)
+STYLE_IDS = [acp_cassette.ADAPTERS[style] for style in STYLES]
+
+
+@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+async def test_a_committed_acp_cassette_replays_offline(style, tmp_path):
+    """tests/cassettes/acp-<agent>.json, recorded from the real agent against the scripted
+    model server: our ACP client still drives it to the same end, with no binary at all."""
+    cassette = Cassette(acp_cassette.committed(style), "replay")
+    acp_cassette.ran.clear()
+    result = await acp_cassette.replay(style, cassette, tmp_path)
+    assert result.status == "completed", result.error
+    assert result.text.endswith("It is 42.")
+    assert acp_cassette.ran == [(20, 22)], "the served tool really ran"
+    calls = [call for _, _, calls in acp_cassette.transcript(result.messages) for call in calls]
+    assert calls == [("add", json.dumps({"a": 20, "b": 22}))]
+    assert cassette.unplayed_acp() == []
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+async def test_record_the_committed_acp_cassettes(style):
+    """Re-records tests/cassettes/acp-<agent>.json from the pinned binaries:
+    ``NEXUSFLOW_CASSETTE_MODE=record pytest -m live tests/test_acp_cassettes.py``."""
+    if settings().cassette_mode != "record":
+        pytest.skip("set NEXUSFLOW_CASSETTE_MODE=record to record the committed ACP cassettes again")
+    path = acp_cassette.committed(style)
+    path.unlink(missing_ok=True)
+    acp_cassette.ran.clear()
+    command, adapter = binary(style.value), binary(acp_cassette.ADAPTERS[style])
+    result, _ = await acp_cassette.record(style, Cassette(path, "record"), command, adapter)
+    assert result.status == "completed", result.error
+    assert result.text.endswith("It is 42.") and acp_cassette.ran == [(20, 22)]
+
+
+@tool(name="add")
+def add_one_more(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b + 1
+
+
+async def test_a_changed_prompt_fails_with_the_pinned_error_and_a_diff(tmp_path):
+    path = acp_cassette.committed(CliStyles.CLAUDE)
+    result = await acp_cassette.replay(CliStyles.CLAUDE, Cassette(path, "replay"), tmp_path, "What is 20+23?")
+    assert result.status == "failed"
+    header, diff = result.error.split(":\n", 1)
+    assert header == f"cassette: {path} has no recording for turn 0; the recorded session/prompt (turn 0) differs"
+    changed = [line for line in diff.splitlines() if line.startswith(("-", "+"))]
+    assert changed == [
+        "--- recorded (turn 0)",
+        "+++ asked (turn 0)",
+        '-        "text": "What is 20+22? Use the add tool."',
+        '+        "text": "What is 20+23?"',
+    ], diff
+
+
+async def test_a_changed_tool_result_fails_naming_the_tool_and_the_turn(tmp_path):
+    path = acp_cassette.committed(CliStyles.CODEX)
+    result = await acp_cassette.replay(CliStyles.CODEX, Cassette(path, "replay"), tmp_path, tools=[add_one_more])
+    assert result.status == "failed"
+    header, diff = result.error.split(":\n", 1)
+    assert header == f"cassette: {path} has no recording for turn 0; the recorded result of tool add (turn 0) differs"
+    changed = [line for line in diff.splitlines() if line.startswith(("-", "+"))]
+    assert changed == ["--- recorded (turn 0)", "+++ asked (turn 0)", '-  "result": "42",', '+  "result": "43",'], diff
+
+
+async def test_auto_replays_acp_from_the_cassette_in_use(tmp_path, caplog):
+    """A client with no cassette of its own takes the one in use (what the pytest marker
+    does), and AUTO takes ACP for it: the cassette holds an ACP session of the style."""
+    caplog.set_level(logging.INFO)
+    cassette = Cassette(acp_cassette.committed(CliStyles.CLAUDE), "replay")
+    with cassette.used():
+        result = await acp_cassette.replay(CliStyles.CLAUDE, None, tmp_path, transport=Transport.AUTO)  # type: ignore[arg-type]
+    assert result.status == "completed", result.error
+    assert any(r.getMessage().startswith("transport: ACP for claude") for r in caplog.records)
+    assert cassette.unplayed_acp() == []
+
+
+async def test_no_secret_reaches_the_cassette(agent, tmp_path, session_id, monkeypatch):
+    """A ``${VAR}`` value given to the agent, an API key in its env and one in ours, and the
+    MCP token: the agent says each of them, and the recording holds none."""
+    given, literal, ours = "expanded-secret-4f1a", "sk-literal-key-9c2e", "sk-parent-key-77d3"
+    monkeypatch.setenv("NF_ACP_GIVEN", given)
+    monkeypatch.setenv("NF_ACP_PARENT_API_KEY", ours)
+    said = f"given {given}, key {literal}, ours {ours}"
+    agent.script([[{"say": said}, {"tool": "add", "arguments": {"a": 1, "b": 1}}]])
+    env = {"NF_WHATEVER": "${NF_ACP_GIVEN}", "MY_API_KEY": literal}
+    path = tmp_path / "secret.json"
+    result = await run(agent, Cassette(path, "record"), session_id, prompt=f"the key is {literal}", env=env)
+    assert result.status == "completed", result.error
+    (new,) = agent.received("session/new")
+    (header,) = new["params"]["mcpServers"][0]["headers"]
+    token = header["value"].removeprefix("Bearer ")
+    assert len(token) > 20
+    assert [entry["env"].get("NF_WHATEVER") for entry in agent.log("started")] == [given], "the agent had them"
+    text = path.read_text()
+    for secret in (given, literal, ours, token):
+        assert secret not in text
+    assert '"value": "Bearer ***"' in text and "given ***, key ***, ours ***" in text
+
+
+def test_version_1_and_2_files_still_read_and_acp_needs_version_3(tmp_path):
+    path = tmp_path / "c.json"
+    exported = {"turn": 0, "asked": {"request": {"messages": []}}, "reply": {"content": "hi"}, "seconds": 0.1}
+    session = {"style": "claude", "agent": "claude-agent-acp", "events": [{"turn": None, "client": {"id": 0}}]}
+    for version, launches in ((1, []), (2, [exported])):
+        path.write_text(json.dumps({"version": version, "launches": launches}))
+        assert Cassette(path, "replay").acp_sessions == []
+    path.write_text(json.dumps({"version": 2, "launches": [], "acp": [session]}))
+    with pytest.raises(CassetteError, match="is not a cassette: .*a cassette before version 3 holds no ACP session"):
+        Cassette(path, "replay")
+    path.write_text(json.dumps({"version": 3, "launches": [], "acp": [session]}))
+    assert Cassette(path, "replay").acp_sessions[0].events[0].kind == "client"
+    mixed = {**session, "events": [{"turn": 0, "client": {"id": 0}, "agent": {"id": 0}}]}
+    path.write_text(json.dumps({"version": 3, "launches": [], "acp": [mixed]}))
+    with pytest.raises(CassetteError, match="exactly one of client, agent, raw, tool and ended"):
+        Cassette(path, "replay")
+
+
+async def test_an_agent_that_crashed_mid_turn_replays_the_same_failure(agent, tmp_path, session_id):
+    agent.script([[{"say": "partial"}, {"crash": 3}]])
+    path = tmp_path / "crash.json"
+    live = await run(agent, Cassette(path, "record"), session_id)
+    assert live.status == "failed" and live.error.startswith("acp: the agent exited during the turn (exit 3)")
+    (session,) = json.loads(path.read_text())["acp"]
+    assert session["events"][-1] == {
+        "turn": 0,
+        "ended": live.error.removeprefix("acp: the agent exited during the turn"),
+    }
+    missing = str(tmp_path / "no-such-agent")
+    replayed = await run(agent, Cassette(path, "replay"), session_id + "-replay", command=missing)
+    assert (replayed.status, replayed.error) == (live.status, live.error)
+    assert len(agent.log("started")) == 1
+
+
+@tool
+def approve_me(item: str) -> str:
+    """Needs a yes first."""
+    from nexusflow import current_answer, suspend
+
+    if current_answer() is None:
+        return suspend(f"May I touch {item}?")
+    ran.append((len(item), 0))
+    return f"touched {item}"
+
+
+async def pending_then_resumed(client, session_id: str):  # type: ignore[no-untyped-def]
+    from nexusflow import Answer
+
+    async with await Toolkit.load(tools=[approve_me]) as toolkit:
+        first = await client.run("go", toolkit, session_id=session_id)
+        assert first.status == "pending", first.error
+        second = await client.resume(session_id, Answer(id=first.request.id, ok=True), toolkit)
+    return first, second
+
+
+@pytest.mark.slow  # two live agent processes, then two replays: about 5 s
+async def test_a_run_that_waited_and_resumed_replays_the_same_way(agent, tmp_path, session_id):
+    """A durable run stays durable on replay: the run ends pending at the served call, is
+    answered, and resumes by loading the agent's session, as it did when recorded."""
+    agent.script(
+        [
+            [{"tool": "approve_me", "arguments": {"item": "cache"}}, {"sleep": 30}, {"say": "never"}],
+            [{"tool": "approve_me", "arguments": {"item": "cache"}}, {"say": "cleared"}],
+        ],
+        capabilities={"mcpCapabilities": {"http": True}, "loadSession": True},
+    )
+    path = tmp_path / "resumed.json"
+    ran.clear()
+    live = await pending_then_resumed(client(agent, Cassette(path, "record")), session_id)
+    assert live[1].status == "completed" and live[1].text == "cleared" and ran == [(5, 0)]
+    sessions = json.loads(path.read_text())["acp"]
+    assert [[e["client"]["method"] for e in s["events"] if "method" in e.get("client", {})][1] for s in sessions] == [
+        "session/new",
+        "session/load",
+    ]
+
+    ran.clear()
+    missing = str(tmp_path / "no-such-agent")
+    replaying = Cassette(path, "replay")
+    replayed = await pending_then_resumed(client(agent, replaying, missing), session_id + "-replay")
+    assert [(r.status, r.text) for r in replayed] == [(r.status, r.text) for r in live]
+    assert replayed[0].request.prompt == "May I touch cache?"
+    assert ran == [(5, 0)], "answered once, run once"
+    assert transcript(replayed[1].messages) == transcript(live[1].messages)
+    assert replaying.unplayed_acp() == []
+    assert len(agent.log("started")) == 2, "no agent process started on replay"
+
+
+async def test_auto_replays_the_one_shot_transport_when_the_cassette_holds_no_acp_session(
+    agent, tmp_path, session_id, caplog
+):
+    caplog.set_level(logging.INFO)
+    path = tmp_path / "empty.json"
+    Cassette(path, "record").save()
+    result = await run(agent, Cassette(path, "replay"), session_id, transport=Transport.AUTO)
+    assert result.status == "failed"
+    assert result.error == f"cassette: {path} has no recording for turn 0; it holds no launch"
+    said = [r.getMessage() for r in caplog.records]
+    because = f"the cassette {path} holds no ACP session of this style to replay"
+    assert f"transport: one-shot CLI for scripted, because {because}" in said
+    assert agent.log("started") == [], "nothing started"
