@@ -75,6 +75,9 @@ ELSEWHERE = {
 }
 """Blocks another test runs: the file that reads them by their marker."""
 
+COPIES = {"the README's main job": "main-job", "the README's tests command": "tests"}
+"""A page's copy of a README block that .ci/run runs (what its fragment says): the same command."""
+
 
 def test_every_block_is_run_by_a_test_or_says_why_not():
     unaccounted = []
@@ -101,8 +104,12 @@ def test_every_block_is_run_by_a_test_or_says_why_not():
     ]
     assert len(markers) == len(set(markers)), f"a marker names two blocks: {sorted(markers)}"
     assert set(RUN_HERE) <= set(markers) and set(ELSEWHERE) <= set(markers), "a block this test runs has left the docs"
-    readme = {block.marker for block in blocks() if block.path == "README.md"}
-    assert {"main-job", "tests", FIRST} <= readme, ".ci/run and a newcomer read these in README.md"
+    readme = {block.marker: block.code for block in blocks() if block.path == "README.md"}
+    assert {"main-job", "tests", FIRST} <= set(readme), ".ci/run and a newcomer read these in README.md"
+    for block in blocks():
+        for words, marker in COPIES.items():
+            if words in block.marker:
+                assert block.code == readme[marker], f"{block.where} is not the README's {marker} any more"
 
 
 @dataclass
