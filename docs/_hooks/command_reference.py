@@ -28,7 +28,7 @@ def _help(command: list[str]) -> str:
     from nexusflow.command import app
 
     printed = io.StringIO()
-    app.help_print(command, console=Console(width=100, file=printed, color_system=None, force_terminal=False))
+    app.help_print(command, console=Console(width=80, file=printed, color_system=None, force_terminal=False))
     return "\n".join(line.rstrip() for line in printed.getvalue().splitlines())
 
 
