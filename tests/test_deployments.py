@@ -4,7 +4,6 @@ after it is answered, its finished steps replayed."""
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from prefect.exceptions import ObjectNotFound
 from nexusflow import list_sessions
 
 from cli_fixtures import envelope_answer, envelope_calls, styled
+from helpers.docs import block
 from helpers.prefect_api import task_runs
 
 REPO = Path(__file__).parent.parent
@@ -137,18 +137,10 @@ async def test_job_parameters_are_validated_at_the_boundary():
     assert result.text == 'current_temperature: {"city":"Tokyo","celsius":15.5}'
 
 
-def readme_block(marker: str) -> str:
-    """The code block after ``<!-- marker -->`` in the README, as a user copies it."""
-    text = (REPO / "README.md").read_text()
-    found = re.search(rf"<!-- {marker} -->\n```\w*\n(.*?)```", text, re.DOTALL)
-    assert found, f"README.md has no block marked {marker}"
-    return found.group(1)
-
-
 @pytest.mark.slow
 async def test_the_readmes_serve_recipe_serves_a_deployment_whose_runs_succeed(tmp_path):
     script = tmp_path / "serve_job.py"
-    script.write_text(readme_block("serve-job"))
+    script.write_text(block("serve-job"))
     served = subprocess.Popen(
         [sys.executable, str(script)],
         cwd=tmp_path,

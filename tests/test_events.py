@@ -1,16 +1,14 @@
-"""The Prefect events a run emits, read back from the session's server, and the README's
+"""The Prefect events a run emits, read back from the session's server, and the docs'
 Automation ("tell me when a run waits for approval") firing on one of them."""
 
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 from typing import ClassVar
 
 import anyio
@@ -22,8 +20,9 @@ from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFi
 from nexusflow import Answer, QuotaExhausted, Toolkit, create_in_process_client, current_answer, suspend, tool
 from nexusflow.testing import ScriptedModel
 
+from helpers.docs import block
+
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
-README = Path(__file__).parent.parent / "README.md"
 
 
 @tool
@@ -170,13 +169,6 @@ async def test_a_failed_run_emits_its_error(session_id):
     assert event.payload["metrics"]["turns"] == 1
 
 
-def readme_automation() -> str:
-    """The README's automation, as a user copies it."""
-    found = re.search(r"<!-- approval-automation -->\n```python\n(.*?)```", README.read_text(), re.DOTALL)
-    assert found, "README.md has no block marked approval-automation"
-    return found.group(1)
-
-
 class Inbox(BaseHTTPRequestHandler):
     received: ClassVar[list[dict]] = []
 
@@ -214,7 +206,7 @@ async def test_a_run_its_budget_stopped_emits_budget_exceeded(session_id):
 async def test_the_readme_automation_notifies_when_a_run_waits(session_id):
     inbox = HTTPServer(("127.0.0.1", 0), Inbox)
     threading.Thread(target=inbox.serve_forever, daemon=True).start()
-    snippet = readme_automation().replace(
+    snippet = block("approval-automation").replace(
         "https://chat.example.com/hooks/approvals", f"http://127.0.0.1:{inbox.server_port}/approvals"
     )
     try:

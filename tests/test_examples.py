@@ -1,4 +1,4 @@
-"""The examples in examples/ keep working (the README's blocks: ``test_readme.py``)."""
+"""The examples in examples/ keep working (the README's blocks: ``test_docs.py``)."""
 
 import os
 import subprocess

@@ -3,10 +3,8 @@ validated, an invalid one is sent back (then fails, pinned), and the validated v
 replayed on resume, survives the flow result, and is a job's result."""
 
 import json
-import re
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from prefect import flow
@@ -31,11 +29,10 @@ from nexusflow.testing import ScriptedModel
 from nexusflow.transports.oneshot import REQUEST_MARKER
 
 from cli_fixtures import styled
+from helpers.docs import block
 from helpers.output_types import Point, Report
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
-
-README = Path(__file__).parent.parent / "README.md"
 
 
 SCHEMA = json.dumps(Report.model_json_schema(), ensure_ascii=False)
@@ -287,10 +284,8 @@ async def test_agent_job_returns_the_validated_value():
 
 
 def test_the_readme_snippet_runs():
-    found = re.search(r"<!-- typed-output -->\n```python\n(.*?)```", README.read_text(), re.DOTALL)
-    assert found, "README.md has no block marked typed-output"
     namespace: dict[str, object] = {"__name__": "readme_typed_output"}
-    exec(compile(found.group(1), "README.md", "exec"), namespace)
+    exec(compile(block("typed-output"), "typed-output", "exec"), namespace)
     result = namespace["result"]
     assert isinstance(result, RunResult) and result.status == "completed", result
     assert type(result.output).__name__ == "Triage" and result.output.severity == 2

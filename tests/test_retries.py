@@ -13,7 +13,6 @@ import threading
 from collections.abc import Iterator
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import httpx
 import pytest
@@ -33,12 +32,12 @@ from nexusflow import (
 from nexusflow.tasks import TurnRecord
 
 from cli_fixtures import envelope_answer, styled
+from helpers.docs import block
 from helpers.prefect_api import task_run_logs, task_runs
 from helpers.servers import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
-README = Path(__file__).parent.parent / "README.md"
 FAST = {"model_retry_wait": 0.01}
 """Backoff of about 10 ms, 20 ms...: retries as they run, without the waits."""
 
@@ -329,16 +328,10 @@ async def test_a_retried_turn_replays_on_resume_with_its_retry_count(api, sessio
     assert stored.reply.stats.model_retries == 1, "the record keeps what the turn cost"
 
 
-def readme_block(marker: str) -> str:
-    found = re.search(rf"<!-- {marker} -->\n```python\n(.*?)```", README.read_text(), re.DOTALL)
-    assert found, f"README.md has no block marked {marker}"
-    return found.group(1)
-
-
 @pytest.mark.slow
 def test_the_readme_retries_snippet_runs(tmp_path):
     script = tmp_path / "retries.py"
-    script.write_text(readme_block("model-retries"))
+    script.write_text(block("model-retries"))
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=os.environ.copy(), cwd=tmp_path
     )

@@ -4,7 +4,6 @@ prompt response and usage updates, summed per run; unknown stays unknown, a repl
 turn is reported as replayed and not spent again."""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -25,6 +24,7 @@ from nexusflow.transports.oneshot.style import CliStyles, builtin_style
 from nexusflow.transports.oneshot.transport import CliConfig, CliTransport
 
 from cli_fixtures import envelope_answer, styled
+from helpers.docs import block_marked
 
 pytestmark = pytest.mark.anyio
 
@@ -234,8 +234,7 @@ def test_the_summary_shows_usage_per_turn_and_unknown_figures_as_such():
 
 
 def test_the_readme_s_usage_block_runs_on_a_result(capsys):
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    block = readme.split("tests/test_usage.py runs it on one) -->\n```python\n", 1)[1].split("```", 1)[0]
+    block = block_marked("tests/test_usage.py runs it on one")
     metrics = RunMetrics(usage=Usage(input_tokens=20, output_tokens=10), replayed_usage=Usage(input_tokens=5))
     exec(block, {"result": RunResult(status="completed", session_id="s", metrics=metrics)})
     assert capsys.readouterr().out == "20 10 None\ntokens 5 in / ? out · cost $?\n"

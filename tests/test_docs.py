@@ -1,9 +1,12 @@
-"""Every code block of the README is run by a test, or says in the README why it cannot run
-on its own (``<!-- fragment: why -->``) and is checked another way. The blocks run here run
-as a new user runs them: each copied into a file of its own folder and run as a program, with
-no API URL and no opt-out of telemetry (the embedded server), in the one ``PREFECT_HOME`` a
-reader has: fresh for the first run, then each block in the README's order on the home the
-blocks before it left. Each must print what it says it prints and nothing noisy
+"""Every code block of the documentation (README.md and the site's pages under docs/) is run
+by a test, or says on its page why it cannot run on its own (``<!-- fragment: why -->``) and
+is checked another way. The blocks run here run as a new user runs them: each copied into a
+file of its own folder and run as a program, with no API URL and no opt-out of telemetry, in
+the one ``PREFECT_HOME`` a reader has. The first run (``first-run``, the README's) runs on a
+fresh home and starts Prefect's embedded server for itself; then, as the docs tell a reader
+to do after a first run, ``nexusflow server`` is started for that home, and every other block
+runs on it, page after page in the docs' order (README.md, then mkdocs.yml's nav), on the
+home the blocks before it left. Each must print what it says it prints and nothing noisy
 (``Traceback``, ``ERROR``, ``WARNING``) but what it causes on purpose (``ON_PURPOSE``)."""
 
 from __future__ import annotations
@@ -22,18 +25,18 @@ from pathlib import Path
 
 import pytest
 
-from helpers.homes import new_user_environment, noise
+from helpers.docs import REPO, Block, blocks
+from helpers.homes import new_user_environment, nexusflow_server, noise, served
 
-TIMEOUT = 400
-"""Seconds for every block together: each starts Prefect's embedded server."""
+TIMEOUT = 300
+"""Seconds for every block together, the first run's embedded server and the server included."""
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("heavy"), pytest.mark.timeout(TIMEOUT + 60)]
-
-REPO = Path(__file__).parent.parent
-README = REPO / "README.md"
 
 RUN_HERE: dict[str, str] = {
     "first-run": "completed 2 + 3 = 5\n",
+    "getting-started": "completed 2 + 3 = 5\n",
     "cli-client": "",
+    "getting-started-cli": "",
     "acp-clients": "",
     "ask-a-person": "",
     "tool-policies": "",
@@ -72,35 +75,16 @@ ELSEWHERE = {
 }
 """Blocks another test runs: the file that reads them by their marker."""
 
-
-@dataclass(frozen=True)
-class Block:
-    marker: str
-    language: str
-    code: str
-    line: int
-
-
-def blocks() -> list[Block]:
-    found = []
-    lines = README.read_text().splitlines()
-    index = 0
-    while index < len(lines):
-        fence = re.match(r"^```(\w*)$", lines[index])
-        if fence and fence.group(1):
-            marked = re.match(r"^<!-- (.*) -->$", lines[index - 1]) if index else None
-            end = lines.index("```", index + 1)
-            code = "\n".join(lines[index + 1 : end]) + "\n"
-            found.append(Block(marked.group(1) if marked else "", fence.group(1), code, index + 1))
-            index = end
-        index += 1
-    return found
+COPIES = {"the README's main job": "main-job", "the README's tests command": "tests"}
+"""A page's copy of a README block that .ci/run runs (what its fragment says): the same command."""
 
 
 def test_every_block_is_run_by_a_test_or_says_why_not():
     unaccounted = []
     for block in blocks():
         if block.marker in RUN_HERE:
+            continue
+        if block.language == "mermaid":  # a figure, rendered by the site's build (mkdocs.yml)
             continue
         if block.marker in ELSEWHERE:
             assert block.marker in (REPO / ELSEWHERE[block.marker]).read_text(), (
@@ -109,14 +93,23 @@ def test_every_block_is_run_by_a_test_or_says_why_not():
             continue
         if block.marker.startswith("fragment: "):
             for named in re.findall(r"tests/[\w/]+\.py", block.marker):
-                assert (REPO / named).exists(), f"line {block.line}: the fragment names {named}, which is not there"
+                assert (REPO / named).exists(), f"{block.where}: the fragment names {named}, which is not there"
             if block.language == "python":  # it is Python all the same
-                compile(block.code, f"README.md:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+                compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
             continue
-        unaccounted.append(f"README.md:{block.line} ({block.language}) is neither run nor a fragment saying why")
+        unaccounted.append(f"{block.where} ({block.language}) is neither run nor a fragment saying why")
     assert not unaccounted, "\n".join(unaccounted)
-    markers = {block.marker for block in blocks()}
-    assert set(RUN_HERE) <= markers and set(ELSEWHERE) <= markers, "a block this test runs has left the README"
+    markers = [
+        block.marker for block in blocks() if block.language != "mermaid" and not block.marker.startswith("fragment: ")
+    ]
+    assert len(markers) == len(set(markers)), f"a marker names two blocks: {sorted(markers)}"
+    assert set(RUN_HERE) <= set(markers) and set(ELSEWHERE) <= set(markers), "a block this test runs has left the docs"
+    readme = {block.marker: block.code for block in blocks() if block.path == "README.md"}
+    assert {"main-job", "tests", FIRST} <= set(readme), ".ci/run and a newcomer read these in README.md"
+    for block in blocks():
+        for words, marker in COPIES.items():
+            if words in block.marker:
+                assert block.code == readme[marker], f"{block.where} is not the README's {marker} any more"
 
 
 @dataclass
@@ -126,40 +119,50 @@ class Ran:
     err: str
 
 
+def run_block(block: Block, folder: Path, home: Path, deadline: float) -> Ran:
+    """One block as a reader runs it, in a process group of its own, killed whole whatever
+    happens: a block stopped alone would leave a server it started running."""
+    (folder / "snippet.py").write_text(block.code)
+    process = subprocess.Popen(
+        [sys.executable, "snippet.py"],
+        cwd=folder,
+        env=new_user_environment(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        # A block's process that has exited may leave a child (a server it started)
+        # holding its pipes open: its group goes once the block has exited.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+    return Ran(process.returncode, out, err)
+
+
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ran]]:
     """Every block of RUN_HERE, one after another as a reader runs them: the first run on a
-    fresh home, then the others in the README's order on that home (a block that depends on
-    a fresh one, or leaves the home unfit for the next, fails here). Each runs in a process
-    group of its own, killed whole whatever happens: a block stopped alone would leave its
-    embedded server running. One home costs Prefect's database migrations once, not per
-    block (some 6 s of CPU each on this machine)."""
+    fresh home (its own embedded server), then ``nexusflow server`` for that home, as the
+    docs say to start after a first run, and the others on it in the docs' order (a block
+    that depends on a fresh home, or leaves the home unfit for the next, fails here). The
+    server is one process group, killed whole at the end whatever happens: every block then
+    costs its own imports and run, not an embedded server's start (some 10 s each here)."""
     home = tmp_path_factory.mktemp("home")
-    order = sorted((block for block in blocks() if block.marker in RUN_HERE), key=lambda b: b.marker != FIRST)
-    outcomes: dict[str, Ran] = {}
+    order = [block for block in blocks() if block.marker in RUN_HERE]
+    first = next(block for block in order if block.marker == FIRST)
     deadline = time.monotonic() + TIMEOUT
-    for block in order:
-        folder = tmp_path_factory.mktemp(block.marker)
-        (folder / "snippet.py").write_text(block.code)
-        process = subprocess.Popen(
-            [sys.executable, "snippet.py"],
-            cwd=folder,
-            env=new_user_environment(home),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            # A block's process that has exited may leave a child (a server it started)
-            # holding its pipes open: its group goes once the block has exited.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=max(1.0, deadline - time.monotonic()))
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            out, err = process.communicate()
-        outcomes[block.marker] = Ran(process.returncode, out, err)
+    outcomes = {FIRST: run_block(first, tmp_path_factory.mktemp(FIRST), home, deadline)}
+    with nexusflow_server(new_user_environment(home), tmp_path_factory.mktemp("server") / "server.log") as server:
+        served(server)
+        for block in order:
+            if block.marker != FIRST:
+                folder = tmp_path_factory.mktemp(block.marker)
+                outcomes[block.marker] = run_block(block, folder, home, deadline)
     yield outcomes
 
 
