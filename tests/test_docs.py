@@ -30,7 +30,6 @@ from helpers.homes import new_user_environment, nexusflow_server, noise, served
 
 TIMEOUT = 300
 """Seconds for every block together, the first run's embedded server and the server included."""
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("heavy"), pytest.mark.timeout(TIMEOUT + 60)]
 
 RUN_HERE: dict[str, str] = {
     "first-run": "completed 2 + 3 = 5\n",
@@ -167,6 +166,9 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ran]]:
 
 
 @pytest.mark.parametrize("marker", sorted(RUN_HERE))
+@pytest.mark.slow
+@pytest.mark.xdist_group("heavy")
+@pytest.mark.timeout(TIMEOUT + 60)
 def test_a_block_runs_as_copied_and_prints_what_it_says_quietly(ran, marker):
     outcome = ran[marker]
     assert outcome.code == 0, outcome.err[-3000:]
@@ -194,6 +196,7 @@ def synopsis_commands() -> list[list[str]]:
     return commands
 
 
+@pytest.mark.slow
 def test_each_command_of_the_synopsis_answers_help():
     commands = synopsis_commands()
     assert ["run"] in commands and ["styles", "verify"] in commands
@@ -218,6 +221,7 @@ know (the client's output type reaching ``RunResult.output``)."""
 
 
 @pytest.mark.parametrize("marker", sorted(TYPED))
+@pytest.mark.slow
 def test_a_typed_block_passes_mypy_strict(marker, tmp_path):
     """With the cache ``.ci/run`` fills when it checks the package (``mypy nexusflow``)."""
     code = next(block.code for block in blocks() if block.marker == marker)
