@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import anyio
 from prefect.client.schemas.objects import State
-from prefect.context import FlowRunContext
+from prefect.context import FlowRunContext, SyncClientContext
 from prefect.transactions import CommitMode, atransaction, get_transaction
 from prefect.utilities.annotations import quote
 from prefect.utilities.asyncutils import run_coro_as_sync
@@ -20,6 +20,7 @@ from ._position import child_session_id
 from ._retry import FailedOnTheApi, api_retrying, is_transient
 from ._runtime import LiveRun, bound
 from ._server import use_server
+from ._storage import step_storage
 from .budget import spends_from
 from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
 from .errors import (
@@ -35,7 +36,7 @@ from .errors import (
     unwrap,
 )
 from .events import Emit, RunFinished, StreamEvent
-from .flows import agent_run
+from .flows import agent_run, agent_run_storing_in
 from .flows.agent import preview
 from .memory import (
     ConversationStore,
@@ -360,9 +361,15 @@ class Client(Generic[OutputT]):
         await sessions.save(session_id, state)
         async with _committed_as_they_finish():
             if subflow:
-                outcome = await agent_run(
-                    session_id=session_id, prompt=preview(record.prompt), inputs=reference, live=live, return_state=True
-                )
+                started = agent_run_storing_in(await step_storage())
+                with SyncClientContext.get_or_create():  # one client for Prefect's own sync calls in the run
+                    outcome = await started(
+                        session_id=session_id,
+                        prompt=preview(record.prompt),
+                        inputs=reference,
+                        live=live,
+                        return_state=True,
+                    )
                 result = await self._result(outcome, session_id)
             else:
                 value = await agent_run.fn(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from functools import partial
@@ -11,8 +11,9 @@ from typing import Any, Literal
 from uuid import UUID
 
 import anyio
-from prefect import flow, get_run_logger
+from prefect import Flow, flow, get_run_logger
 from prefect.client.orchestration import get_client
+from prefect.filesystems import WritableFileSystem
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, Paused
 from prefect.utilities.annotations import quote
@@ -361,3 +362,23 @@ async def _inputs(session_id: str, reference: str | None, prompt: str) -> Sessio
     if record is None:
         raise storage_inputs_missing(reference, session_id)
     return record
+
+
+AgentRun = Flow[[str, str, str | None, LiveRun | None], Coroutine[Any, Any, quote]]
+"""``agent_run``'s type: its parameters and the quoted result it returns."""
+
+_storing_in: dict[UUID, AgentRun] = {}
+
+
+def agent_run_storing_in(storage: WritableFileSystem) -> AgentRun:
+    """``agent_run`` with its result storage named (a block saved on the server, as
+    ``step_storage`` gives it). Without one, Prefect asks the server for its default storage
+    twice at each start, each time through a new HTTP client: two requests, and two TLS
+    contexts built for a plain-HTTP API, in every run. Made once per storage block."""
+    document = storage._block_document_id
+    if document is None:
+        return agent_run
+    found = _storing_in.get(document)
+    if found is None:
+        found = _storing_in[document] = agent_run.with_options(result_storage=storage)
+    return found
