@@ -17,17 +17,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import cloudpickle
+import dask
+import distributed
+import psutil
 import pytest
 from prefect import flow, task
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+from prefect_dask import DaskTaskRunner
 
 from nexusflow import ModelRequest, NexusflowError, Toolkit, create_in_process_client, tool
-
-dask = pytest.importorskip("dask")
-distributed = pytest.importorskip("distributed")
-psutil = pytest.importorskip("psutil")
-prefect_dask = pytest.importorskip("prefect_dask")
 
 pytestmark = [
     pytest.mark.anyio,
@@ -98,7 +97,7 @@ async def test_twenty_members_on_two_worker_processes(cluster, session_id, tmp_p
     calls = tmp_path / "calls"
     client = create_in_process_client(recording_model(calls))
 
-    @flow(task_runner=prefect_dask.DaskTaskRunner(address=cluster))
+    @flow(task_runner=DaskTaskRunner(address=cluster))
     async def batch(prompts: list[str]):
         return await client.map(prompts, max_concurrency=20, session_id=session_id)
 
@@ -127,7 +126,7 @@ async def test_a_users_own_task_map_of_agent_runs(cluster, session_id, tmp_path)
         result = client.run_sync(topic, session_id=f"{session_id}-{topic}")
         return result.text or f"failed: {result.error}"
 
-    @flow(task_runner=prefect_dask.DaskTaskRunner(address=cluster))
+    @flow(task_runner=DaskTaskRunner(address=cluster))
     def digest(topics: list[str]) -> list[str]:
         return summarize.map(topics).result()
 
@@ -161,7 +160,7 @@ async def test_a_member_killed_with_its_worker_resumes_on_rerun(cluster, session
     tools = killing_work(tmp_path / "killed")
     prompts = [f"topic {n}" for n in range(3)]
 
-    @flow(task_runner=prefect_dask.DaskTaskRunner(address=cluster))
+    @flow(task_runner=DaskTaskRunner(address=cluster))
     async def batch():
         return await client.map(prompts, tools, max_concurrency=3, session_id=session_id)
 
@@ -198,7 +197,7 @@ async def test_a_client_that_cannot_cross_to_a_worker_is_refused_by_name(cluster
 
     client = create_in_process_client(model)
 
-    @flow(task_runner=prefect_dask.DaskTaskRunner(address=cluster))
+    @flow(task_runner=DaskTaskRunner(address=cluster))
     async def batch():
         return await client.map(["x"], session_id=session_id)
 
