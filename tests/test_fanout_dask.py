@@ -50,7 +50,7 @@ def cluster(prefect_server: str) -> Iterator[str]:
     with (
         # a worker holds only the member it runs: one queued behind it would die with it
         dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}),
-        distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None) as local,
+        distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=":0") as local,
     ):
         yield local.scheduler_address
     left = [
