@@ -131,6 +131,7 @@ async def map_prompts(
         _crosses(runner, client=client, toolkit=toolkit, output_type=output_type)
     results: list[RunResult[Any] | None] = [None] * len(prompts)
     limiter = anyio.CapacityLimiter(max_concurrency)
+    waiters = anyio.CapacityLimiter(max_concurrency)  # a thread each: anyio's default pool has 40
 
     async def member(index: int, prompt: str) -> None:
         member_id = child_session_id(session_id, index) if session_id is not None else uuid.uuid4().hex
@@ -140,7 +141,14 @@ async def map_prompts(
                     results[index] = await client.run(prompt, toolkit, session_id=member_id, output_type=output_type)
                 else:
                     results[index] = await anyio.to_thread.run_sync(
-                        _submitted, client, prompt, toolkit, member_id, output_type, abandon_on_cancel=True
+                        _submitted,
+                        client,
+                        prompt,
+                        toolkit,
+                        member_id,
+                        output_type,
+                        abandon_on_cancel=True,
+                        limiter=waiters,
                     )
             except Exception as exc:
                 results[index] = RunResult(status="failed", error=describe(exc), session_id=member_id)
