@@ -7,6 +7,7 @@ calling tool call's position, or the batch id and the prompt's index. Resuming t
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
@@ -205,13 +206,20 @@ async def _member(
     return await client.run(prompt, toolkit, session_id=session_id, output_type=output_type)
 
 
+_submitting = threading.Lock()
+"""One submission at a time: ``DaskTaskRunner`` makes its cluster and client on its first
+submission, unguarded, so members submitted at once from several threads each started a
+LocalCluster of their own (seen: four, one failing to start)."""
+
+
 def _submitted(
     client: Runner, prompt: str, toolkit: Toolkit | None, session_id: str, output_type: object
 ) -> RunResult[Any]:
-    """Submitted and waited for in a worker thread: a Dask client connects, and a future
+    """Submitted and waited for in a worker thread: a Dask cluster starts, and a future
     blocks, without holding up the flow's event loop. A member whose process died (its Dask
     worker killed) raises here, and is that member's failure."""
-    future = _member.submit(client, prompt, toolkit, session_id, output_type)
+    with _submitting:
+        future = _member.submit(client, prompt, toolkit, session_id, output_type)
     value = future.result(raise_on_failure=False)
     if isinstance(value, BaseException):
         raise value
