@@ -209,3 +209,15 @@ async def test_a_client_that_cannot_cross_to_a_worker_is_refused_by_name(cluster
         "connection in it) or run the flow with ThreadPoolTaskRunner"
     )
     assert await agent_runs(f"agent-{session_id}") == [], "nothing ran"
+
+
+def test_a_scripted_model_crosses_to_a_worker_as_a_copy():
+    """A client of ``ScriptedModel`` can be a map's (its lock is made anew on the other side);
+    the copy records its own requests."""
+    from nexusflow.testing import ScriptedModel
+
+    scripted = ScriptedModel(["first", "second"])
+    copy = cloudpickle.loads(cloudpickle.dumps(create_in_process_client(scripted)))
+    result = copy.run_sync("hello")
+    assert result.text == "first"
+    assert scripted.calls == 0, "the original recorded nothing: the copy ran"
