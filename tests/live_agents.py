@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from nexusflow import CliStyles
+
 MANIFEST = Path(__file__).parent.parent / ".ci" / "agents.json"
 
 
@@ -32,3 +34,17 @@ def binary(name: str) -> str:
 
 def pinned(package: str) -> str:
     return json.loads(MANIFEST.read_text())["packages"][package]
+
+
+ONE_SHOT = {
+    CliStyles.CLAUDE: "claude",
+    CliStyles.CODEX: "codex",
+    CliStyles.GEMINI: "gemini",
+    CliStyles.COPILOT: "copilot",
+    CliStyles.OPENCODE: "opencode",
+    CliStyles.GOOSE: "goose",
+}
+"""The real one-shot CLIs by style: the binary's name in the manifest."""
+
+ADAPTERS = {CliStyles.CLAUDE: "claude-agent-acp", CliStyles.CODEX: "codex-acp"}
+"""The ACP adapters of the styles that need one: the binary's name in the manifest."""

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from live_agents import binary
+from live_agents import ADAPTERS, binary
 
 from nexusflow import CassetteError, CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.settings import settings
@@ -116,8 +116,8 @@ async def test_a_recorded_acp_session_replays_with_no_agent(agent, tmp_path, ses
     assert plain.status == "failed" and plain.error == f"acp: command not found: {missing}"
 
 
-STYLES = list(acp_cassette.ADAPTERS)
-STYLE_IDS = [acp_cassette.ADAPTERS[style] for style in STYLES]
+STYLES = list(ADAPTERS)
+STYLE_IDS = [ADAPTERS[style] for style in STYLES]
 
 
 @pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
@@ -145,7 +145,7 @@ async def test_record_the_committed_acp_cassettes(style):
     path = acp_cassette.committed(style)
     path.unlink(missing_ok=True)
     acp_cassette.ran.clear()
-    command, adapter = binary(style.value), binary(acp_cassette.ADAPTERS[style])
+    command, adapter = binary(style.value), binary(ADAPTERS[style])
     result, _ = await acp_cassette.record(style, Cassette(path, "record"), command, adapter)
     assert result.status == "completed", result.error
     assert result.text.endswith("It is 42.") and acp_cassette.ran == [(20, 22)]

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from live_agents import binary
+from live_agents import ADAPTERS, ONE_SHOT, binary
 from pydantic import BaseModel
 
 from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
@@ -23,15 +23,6 @@ from helpers.prefect_api import task_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.live, pytest.mark.usefixtures("prefect_server")]
 
-ONE_SHOT = {
-    CliStyles.CLAUDE: "claude",
-    CliStyles.CODEX: "codex",
-    CliStyles.GEMINI: "gemini",
-    CliStyles.COPILOT: "copilot",
-    CliStyles.OPENCODE: "opencode",
-    CliStyles.GOOSE: "goose",
-}
-ADAPTERS = {CliStyles.CLAUDE: "claude-agent-acp", CliStyles.CODEX: "codex-acp"}
 SHELL = {
     CliStyles.CLAUDE: ("Bash", {"command": "touch {marker}"}),
     CliStyles.CODEX: ("exec_command", {"cmd": "touch {marker}"}),

@@ -10,7 +10,7 @@ import shutil
 import uuid
 
 import pytest
-from live_agents import binary
+from live_agents import ADAPTERS, binary
 
 from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.testing import Cassette
@@ -86,11 +86,11 @@ async def test_a_recorded_claude_run_replays_with_no_binary_and_no_server(tmp_pa
     assert replayed.metrics.usage == recorded.metrics.usage, "the usage claude reported is replayed too"
 
 
-@pytest.mark.parametrize("style", list(acp_cassette.ADAPTERS), ids=[s.value for s in acp_cassette.ADAPTERS])
+@pytest.mark.parametrize("style", list(ADAPTERS), ids=[s.value for s in ADAPTERS])
 async def test_a_recorded_acp_session_replays_with_no_binary_and_no_server(style, tmp_path, monkeypatch):
     """A real ACP agent (claude-agent-acp, codex-acp) recorded against the scripted model
     server, then replayed with both binaries off PATH and the server stopped."""
-    command, adapter = binary(style.value), binary(acp_cassette.ADAPTERS[style])
+    command, adapter = binary(style.value), binary(ADAPTERS[style])
     path = tmp_path / "acp.json"
     acp_cassette.ran.clear()
     recorded, asked = await acp_cassette.record(style, Cassette(path, "record"), command, adapter)
@@ -99,13 +99,13 @@ async def test_a_recorded_acp_session_replays_with_no_binary_and_no_server(style
     text = path.read_text()
     assert FAKE_KEY not in text, "the API key the agent was given is masked"
     (session,) = json.loads(text)["acp"]
-    assert session["agent"] == acp_cassette.ADAPTERS[style]
+    assert session["agent"] == ADAPTERS[style]
     assert [event["tool"]["name"] for event in session["events"] if "tool" in event] == ["add"]
 
     empty = tmp_path / "empty-path"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    assert shutil.which(style.value) is None and shutil.which(acp_cassette.ADAPTERS[style]) is None
+    assert shutil.which(style.value) is None and shutil.which(ADAPTERS[style]) is None
     acp_cassette.ran.clear()
     replaying = Cassette(path, "replay")
     replayed = await acp_cassette.replay(style, replaying, tmp_path)

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from live_agents import binary
+from live_agents import ONE_SHOT, binary
 
 from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.messages import RunResult
@@ -42,15 +42,7 @@ from helpers.processes import running_with
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
 CASSETTES = Path(__file__).parent / "cassettes"
-CLIS = {
-    CliStyles.CLAUDE: "claude",
-    CliStyles.CODEX: "codex",
-    CliStyles.GEMINI: "gemini",
-    CliStyles.COPILOT: "copilot",
-    CliStyles.OPENCODE: "opencode",
-    CliStyles.GOOSE: "goose",
-}
-ids = [style.value for style in CLIS]
+ids = [style.value for style in ONE_SHOT]
 QUESTION = "What is 2+3? Use the add tool."
 CALL = json.dumps({"tool_calls": [{"id": "call_1", "name": "add", "arguments": {"a": 2, "b": 3}}]})
 ANSWER = json.dumps({"content": "It is 5."})
@@ -104,7 +96,7 @@ async def run(style: CliStyles | CliStyle, name: str, cassette: Cassette, **opti
 
 
 def replaying(style: CliStyles, tmp_path: Path) -> Cassette:
-    return Cassette(CASSETTES / f"{CLIS[style]}.json", "replay", places={AGENT_HOME: tmp_path})
+    return Cassette(CASSETTES / f"{ONE_SHOT[style]}.json", "replay", places={AGENT_HOME: tmp_path})
 
 
 @pytest.fixture
@@ -116,11 +108,11 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("offline")
-@pytest.mark.parametrize("style", CLIS, ids=ids)
+@pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
 async def test_the_committed_cassette_of_each_cli_replays_offline(style: CliStyles, tmp_path: Path) -> None:
-    assert shutil.which(CLIS[style]) is None
+    assert shutil.which(ONE_SHOT[style]) is None
     cassette = replaying(style, tmp_path)
-    result = await run(style, CLIS[style], cassette)
+    result = await run(style, ONE_SHOT[style], cassette)
     assert result.status == "completed", result.error
     assert result.text == "It is 5."
     assert ran == [(2, 3)], "the toolkit's tool really ran, once"
@@ -141,8 +133,8 @@ def changed_argv(style: CliStyles) -> CliStyle:
 @pytest.mark.usefixtures("offline")
 @pytest.mark.parametrize("style", [CliStyles.CODEX, CliStyles.GOOSE], ids=["codex", "goose"])
 async def test_a_changed_style_argv_fails_the_replay_with_the_pinned_mismatch(style: CliStyles, tmp_path: Path) -> None:
-    cassette = CASSETTES / f"{CLIS[style]}.json"
-    result = await run(changed_argv(style), CLIS[style], replaying(style, tmp_path))
+    cassette = CASSETTES / f"{ONE_SHOT[style]}.json"
+    result = await run(changed_argv(style), ONE_SHOT[style], replaying(style, tmp_path))
     assert result.status == "failed" and result.error_type == "CassetteMismatch"
     assert result.error is not None
     head, diff = result.error.split("\n", 1)
@@ -158,7 +150,7 @@ async def test_a_changed_envelope_prompt_fails_the_replay_of_every_cli(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(envelope, "PREAMBLE", envelope.PREAMBLE.replace("tool-calling agent", "tool-using agent"))
-    for style, name in CLIS.items():
+    for style, name in ONE_SHOT.items():
         result = await run(style, name, replaying(style, tmp_path))
         assert result.status == "failed" and result.error_type == "CassetteMismatch", (name, result.error)
         assert result.error is not None
@@ -171,9 +163,9 @@ MACHINE = re.compile(r"/(?:tmp|home|root|Users|work|var/folders)/|127\.0\.0\.1:\
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\b1[6-9]\d{8}(?:\d{3})?\b")
 
 
-@pytest.mark.parametrize("style", CLIS, ids=ids)
+@pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
 def test_the_committed_cassettes_hold_no_secret_no_machine_path_and_no_timestamp(style: CliStyles) -> None:
-    text = (CASSETTES / f"{CLIS[style]}.json").read_text()
+    text = (CASSETTES / f"{ONE_SHOT[style]}.json").read_text()
     assert FAKE_KEY not in text
     assert SECRETS.findall(text) == []
     assert MACHINE.findall(text) == []
@@ -196,12 +188,12 @@ def test_the_times_a_cli_stamps_are_fixed_and_the_times_a_model_says_are_kept() 
 
 
 @pytest.mark.live
-@pytest.mark.parametrize("style", CLIS, ids=ids)
+@pytest.mark.parametrize("style", ONE_SHOT, ids=ids)
 async def test_the_real_cli_records_the_committed_run(style: CliStyles, tmp_path: Path) -> None:
     """With ``NEXUSFLOW_CASSETTE_MODE=record`` this writes the committed cassette again."""
-    command = binary(CLIS[style])
+    command = binary(ONE_SHOT[style])
     again = os.environ.get("NEXUSFLOW_CASSETTE_MODE") == "record"
-    path = CASSETTES / f"{CLIS[style]}.json" if again else tmp_path / f"{CLIS[style]}.json"
+    path = CASSETTES / f"{ONE_SHOT[style]}.json" if again else tmp_path / f"{ONE_SHOT[style]}.json"
     async with scripted_cli(style, [CALL, ANSWER]) as (server, home, env):
         cassette = Cassette(path, "record", places={AGENT_HOME: home})
         result = await run(style, command, cassette, env=env, cwd=home, timeout=180)
@@ -210,9 +202,9 @@ async def test_the_real_cli_records_the_committed_run(style: CliStyles, tmp_path
     assert result.text == "It is 5." and ran == [(2, 3)] and asked == 2
     assert transcript(result) == TRANSCRIPT
     recorded = json.loads(path.read_text())
-    assert [launch["asked"]["argv"][0] for launch in recorded["launches"]] == [CLIS[style]] * 2
+    assert [launch["asked"]["argv"][0] for launch in recorded["launches"]] == [ONE_SHOT[style]] * 2
     if not again:
-        committed = json.loads((CASSETTES / f"{CLIS[style]}.json").read_text())
+        committed = json.loads((CASSETTES / f"{ONE_SHOT[style]}.json").read_text())
         assert [launch["asked"] for launch in recorded["launches"]] == [
             launch["asked"] for launch in committed["launches"]
         ], "the committed cassette is stale: re-record it (see the module docstring)"

@@ -12,7 +12,6 @@ from nexusflow import CliStyles, RunResult, Toolkit, Transport, create_cli_clien
 from nexusflow.testing import Cassette, ScriptedReply
 from nexusflow.testing.conformance import default_model, scripted_cli
 
-ADAPTERS = {CliStyles.CLAUDE: "claude-agent-acp", CliStyles.CODEX: "codex-acp"}
 PROMPT = "What is 20+22? Use the add tool."
 COMMITTED = Path(__file__).parent.parent / "cassettes"
 
