@@ -100,6 +100,9 @@ def test_the_reset_time_is_read_as_the_cli_states_it():
     said = f"resets {earlier.hour % 12 or 12}{'pm' if earlier.hour >= 12 else 'am'}"
     assert resets_at(said, NOW) == earlier.astimezone(UTC) + timedelta(days=1 if earlier < local else 0)
     assert resets_at("You have exhausted your daily quota on this model.", NOW) is None
+    dated = resets_at("or try again at Dec 5th, 2026 12:20 AM.", NOW)  # codex, when the reset is another day
+    assert dated is not None
+    assert dated.astimezone(local.tzinfo).replace(tzinfo=None) == datetime(2026, 12, 5, 0, 20)
 
 
 @pytest.mark.usefixtures("prefect_server")
