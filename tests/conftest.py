@@ -1,5 +1,6 @@
 """One real Prefect server per test session (per xdist worker), in a temporary PREFECT_HOME,
-started only when a test asks for it.
+started only when a collected test asks for it, and then at once: it boots while the tests
+that need no server, which run first, run.
 
 A module that talks to Prefect says so: ``pytestmark = pytest.mark.usefixtures("prefect_server")``.
 Every other test runs with the API pointed at a closed port, so one that needs a server
