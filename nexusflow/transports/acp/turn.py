@@ -162,7 +162,10 @@ class Turns:
         self, connection: Connection, group: TaskGroup, session: Session, request: ModelRequest, scope: TurnScope | None
     ) -> ModelReply:
         seeding, first = session.seed, not self._has_prompted
-        text = prompt_text(request.messages, whole=seeding or first) + output_instruction(request)
+        # A reopened session's agent has seen the turns before: it is asked what follows them,
+        # as the run that recorded them asked it.
+        whole = seeding or (first and not session.reopened)
+        text = prompt_text(request.messages, whole=whole) + output_instruction(request)
         turn = self.current = Turn(scope=scope or TurnScope(step=0), cost_before=self._cost)
         self._has_prompted = True
         done = anyio.Event()
