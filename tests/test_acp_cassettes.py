@@ -15,9 +15,10 @@ from live_agents import ADAPTERS, binary
 
 from nexusflow import CassetteError, CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.settings import settings
-from nexusflow.testing import Cassette
+from nexusflow.testing import Cassette, crash_at_every_step
 
 from acp_fixtures import ScriptedAgent
+from conftest import HELPERS
 from helpers import acp_cassette
 from helpers.prefect_api import task_runs
 
@@ -423,3 +424,35 @@ async def test_a_resumed_replay_skips_ahead_to_the_turn_it_asks_for(agent, tmp_p
     assert second.metrics.replayed_turns == 1
     assert whole.unplayed_acp() == []
     assert len(agent.log("started")) == 1, "no agent process started on replay"
+
+
+@pytest.mark.slow  # nine processes per agent, two at a time: about two minutes each
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+def test_a_replay_killed_at_every_step_resumes_from_the_store(style, monkeypatch, tmp_path):
+    """A replayed ACP run is a durable run: killed (SIGKILL, whole group) at each step
+    boundary and resumed in a new process with the same session and cassette, with no agent
+    on PATH and no model server. The resume reopens the recorded agent session, each
+    finished step replays from the store, ``add`` runs once per session, and the resumed run
+    prints what the uninterrupted one printed."""
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    script = HELPERS / "acp_cassette_replay.py"
+    report = crash_at_every_step(script, style.value, "{session}", str(logs), concurrency=2)
+    assert report.steps == ["acp-session-0 call 0", "tool-0 call 0", "turn-0"]
+    assert report.tool_calls == {"add": 1}
+    status, text, error, calls, messages, paid = json.loads(report.output)
+    assert (status, error, calls, messages) == ("completed", None, ["add"], 4) and text.endswith("It is 42.")
+    assert paid.startswith("tokens 20 in / 10 out"), "what the session cost, its replayed turn included"
+    assert [boundary.replayed for boundary in report.boundaries] == [
+        [],
+        ["acp-session-0 call 0"],
+        ["acp-session-0 call 0", "tool-0 call 0"],
+        ["acp-session-0 call 0", "tool-0 call 0", "turn-0"],
+    ]
+    assert all(boundary.failure is None and boundary.in_flight_again == [] for boundary in report.boundaries)
+    added = sorted(log.read_text().count(" add 20 22\n") for log in logs.glob("*.log"))
+    assert added == [1] * 5, "add ran once in each session, across the kill and its resume"

@@ -9,6 +9,7 @@ agent's recorded session and asks only for what the store does not hold.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ async def main() -> None:
     result = await replay(STYLE, cassette, LOG_DIR, tools=[add], session_id=SESSION)
     calls = [call.name for message in result.messages for call in getattr(message, "tool_calls", None) or []]
     paid = result.metrics.usage + result.metrics.replayed_usage  # a resume spends only what it runs
-    print(result.status, repr(result.text), result.error, calls, len(result.messages), paid.shown())
+    print(json.dumps([result.status, result.text, result.error, calls, len(result.messages), paid.shown()]))
 
 
 anyio.run(main)
