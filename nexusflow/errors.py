@@ -1138,14 +1138,6 @@ def export_acp_tool_unstored(session_id: str, step: int, tool: str) -> CassetteE
     )
 
 
-def export_acp_waited(session_id: str, step: int, tool: str) -> CassetteExportError:
-    return CassetteExportError(
-        f"cassette export: in turn {step} of session {session_id!r} the ACP agent's call of {tool} waited for an"
-        " answer; its records keep the answered call, not the conversation that ended pending (record the"
-        " session with a Cassette instead)"
-    )
-
-
 def export_ambiguous(session_id: str, step: int) -> CassetteExportError:
     return CassetteExportError(
         f"cassette export: session {session_id!r} holds the turns of more than one run from turn {step} on (its"

@@ -29,6 +29,7 @@ from nexusflow import (
     tool,
 )
 from nexusflow.testing import Cassette, export_cassette, export_cassette_sync
+from nexusflow.transports.cassette import ToolUse
 
 from acp_fixtures import ScriptedAgent
 from cli_fixtures import envelope_answer, envelope_calls, styled
@@ -441,3 +442,49 @@ async def test_an_exported_acp_session_fails_with_the_pinned_diff_when_the_promp
         '-          "What is 2+3?",',
         '+          "What is 2+4?",',
     ], diff
+
+
+PENDING = "pending: May I deploy web? (the turn ends until it is answered)"
+
+
+@pytest.mark.slow  # two live agent processes, then the replay of both runs: about 5 s
+async def test_a_pending_acp_run_answered_is_exported_and_replays_offline(agent, tmp_path, session_id):
+    """The agent's call of ``deploy`` suspends: the run ends pending, is answered, and the
+    resumed run reopens the agent's session, whose call runs approved. The export holds the
+    run that ended pending (the call told it is pending, the turn cancelled) and the whole
+    conversation; the same program replays both runs with the agent gone."""
+    agent.script(
+        [
+            [{"tool": "deploy", "arguments": {"service": "web"}}, {"sleep": 30}, {"say": "never"}],
+            [{"tool": "deploy", "arguments": {"service": "web"}}, {"say": "Deployed web."}],
+        ],
+        capabilities={"mcpCapabilities": {"http": True}, "sessionCapabilities": {"resume": {}}},
+    )
+
+    def client(cassette: Cassette | None = None, command: str | None = None):
+        options = {"transport": Transport.ACP, "env": agent.env, "cassette": cassette}
+        return create_cli_client(agent.style, command or agent.command, **options)
+
+    deployed.clear()
+    live = await deploy_program(client(), session_id)
+    assert (live.status, live.text, deployed) == ("completed", "Deployed web.", ["web"]), live.error
+    assert len(agent.received("session/resume")) == 1
+
+    path = tmp_path / "pending.json"
+    written = await export_cassette(session_id, path, style="scripted")
+    pending, whole = written.acp
+    assert [event.tool for event in pending.events if event.tool] == [
+        ToolUse(name="deploy", arguments={"service": "web"}, result=PENDING, is_error=True)
+    ]
+    assert [event.client for event in pending.events if event.client][-1]["method"] == "session/cancel"
+    assert [event.tool.result for event in whole.events if event.tool] == ["deployed web"]
+    started = len(agent.log("started"))
+
+    deployed.clear()
+    cassette = Cassette(path)
+    replayed = await deploy_program(client(cassette, str(tmp_path / "no-such-agent")), session_id + "-replay")
+    assert (replayed.status, replayed.text) == ("completed", "Deployed web."), replayed.error
+    assert deployed == ["web"], "approved once, run once"
+    assert transcript(replayed.messages) == transcript(live.messages)
+    assert cassette.unplayed_acp() == []
+    assert len(agent.log("started")) == started, "no agent process started"

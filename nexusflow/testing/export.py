@@ -37,7 +37,6 @@ from ..errors import (
     export_acp_steps,
     export_acp_style,
     export_acp_tool_unstored,
-    export_acp_waited,
     export_ambiguous,
     export_hooked,
     export_no_request,
@@ -45,15 +44,17 @@ from ..errors import (
     export_no_turns,
     export_running,
 )
+from ..flows.steps import asked
 from ..memory import SessionStore, read_inputs
-from ..messages import AssistantMessage, Message, ModelRequest, ToolCall, UserMessage
+from ..messages import Answer, AssistantMessage, Message, ModelRequest, ToolCall, ToolMessage, ToolResult, UserMessage
 from ..sessions import session_info
 from ..tasks import TurnRecord, chained_key
 from ..tasks.keys import step_key
 from ..tasks.tool_call import ToolRecord
+from ..transports.acp.turn import pending_result
 from ..transports.cassette import CassetteFile, Scrub, default_places, exported, schema, secret_values
 from ..transports.oneshot.style import CliStyles
-from .export_acp import ExportedTurn, acp_session
+from .export_acp import ExportedCall, ExportedTurn, acp_sessions
 
 _RECORD = re.compile(r"^0-[0-9a-f]+$")
 """A turn's record: ``<call>-<digest>``, and a turn is call 0 (see ``tasks.keys``)."""
@@ -100,8 +101,8 @@ async def export_cassette(
         exported_turns = [
             await _acp_turn(storage, session_id, step, key, record) for step, (key, record) in enumerate(chain)
         ]
-        session = acp_session(acp[0], agent_session.root, settings, exported_turns, scrub)
-        cassette = CassetteFile(version=schema.VERSION, acp=[session])
+        sessions = acp_sessions(acp[0], agent_session.root, settings, exported_turns, scrub)
+        cassette = CassetteFile(version=schema.VERSION, acp=sessions)
     else:
         messages: list[Message] = []
         launches = []
@@ -116,6 +117,17 @@ async def export_cassette(
     cassette = cassette.model_copy(update={"version": cassette.lowest_version})
     schema.write(Path(path), schema.text(cassette))
     return cassette
+
+
+def export_cassette_sync(
+    session_id: str,
+    path: str | os.PathLike[str],
+    *,
+    places: Mapping[str, str | os.PathLike[str]] | None = None,
+    style: str | None = None,
+) -> CassetteFile:
+    """``export_cassette`` for synchronous code."""
+    return run_coro_as_sync(export_cassette(session_id, path, places=places, style=style))
 
 
 class _Text(RootModel[str]):
@@ -142,42 +154,52 @@ async def _acp_style(storage: WritableFileSystem, session_id: str, style: str | 
 async def _acp_turn(
     storage: WritableFileSystem, session_id: str, step: int, key: str, record: TurnRecord
 ) -> ExportedTurn:
-    """A turn of an ACP session, with the stored record of each tool call the agent made in
-    it: each call is keyed by the turn's key, the call, and how many equal calls came before
-    it in the turn (as the transport numbers them)."""
+    """A turn of an ACP session, with what each tool call the agent made in it received. A
+    call is keyed by the turn's key, the call, and how many equal calls came before it in the
+    turn (as the transport numbers them); one that suspended, by its answer too, and the
+    answer by the request."""
     if record.answered_by is not None:
         raise export_acp_answered_by(session_id, step, record.answered_by)
-    calls: list[ToolRecord] = []
-    before: list[ToolCall] = []
+    received = {message.tool_call_id: message for message in record.reply.steps if isinstance(message, ToolMessage)}
     made = [
         call
         for message in record.reply.steps
         if isinstance(message, AssistantMessage)
         for call in message.tool_calls or []
     ]
-    for call in made:
+    calls: list[ExportedCall] = []
+    for position, call in enumerate(made):
         index = sum(
-            1 for other in before if (other.name, other.parsed_arguments()) == (call.name, call.parsed_arguments())
+            1
+            for other in made[:position]
+            if (other.name, other.parsed_arguments()) == (call.name, call.parsed_arguments())
         )
-        before.append(call)
-        inputs = {"call": call.model_dump(), "answer": None}
-        stored = await read_step(ToolRecord, chained_key(session_id, step, "tool", index, key, inputs), storage)
-        if stored is None:
+        stored = await read_step(ToolRecord, _tool_key(session_id, step, index, key, call, None), storage)
+        if stored is None or call.id not in received:
             raise export_acp_tool_unstored(session_id, step, call.name)
-        if stored.result.pending is not None:
-            raise export_acp_waited(session_id, step, call.name)
-        calls.append(stored)
+        if stored.result.pending is None:
+            calls.append(ExportedCall(result=stored.result))
+            continue
+        request = asked(session_id, step, index, call, stored)
+        wait = chained_key(session_id, step, "wait", index, key, request.model_dump(mode="json"))
+        answer = await read_step(Answer, wait, storage)
+        if answer is None:
+            raise export_acp_tool_unstored(session_id, step, call.name)
+        again = (
+            await read_step(ToolRecord, _tool_key(session_id, step, index, key, call, answer), storage)
+            if answer.ok
+            else None
+        )
+        failed = again is not None and again.result.pending is None and again.result.is_error
+        result = ToolResult(content=received[call.id].content, is_error=failed)
+        calls.append(ExportedCall(result=result, pending=pending_result(request.prompt)))
     return ExportedTurn(record=record, calls=calls)
 
 
-def export_cassette_sync(
-    session_id: str,
-    path: str | os.PathLike[str],
-    *,
-    places: Mapping[str, str | os.PathLike[str]] | None = None,
-) -> CassetteFile:
-    """``export_cassette`` for synchronous code."""
-    return run_coro_as_sync(export_cassette(session_id, path, places=places))
+def _tool_key(session_id: str, step: int, index: int, turn: str, call: ToolCall, answer: Answer | None) -> str:
+    """As ``Steps.tool_key`` keys a call the flow ran in the turn keyed ``turn``."""
+    inputs = {"call": call.model_dump(), "answer": answer.model_dump(mode="json") if answer else None}
+    return chained_key(session_id, step, "tool", index, turn, inputs)
 
 
 async def _turns(storage: WritableFileSystem, session_id: str) -> list[tuple[str, TurnRecord]]:

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._secrets import MASK
-from ..messages import AssistantMessage, Message, ModelReply, ModelRequest
+from ..messages import AssistantMessage, Message, ModelReply, ModelRequest, ToolResult
 from ..tasks import TurnRecord
-from ..tasks.tool_call import ToolRecord
 from ..transports.acp.cassette import SERVER, URL, VERSION, walk
 from ..transports.acp.handshake import PROTOCOL_VERSION, initialize_params
 from ..transports.acp.turn import output_instruction, prompt_text
@@ -37,11 +36,20 @@ MODEL_META = "nexusflow/model"
 
 
 @dataclass(frozen=True)
+class ExportedCall:
+    """What the agent received for one of its tool calls: ``result`` in the run that finished
+    the turn, and ``pending`` in the run the call's suspension ended, if it did."""
+
+    result: ToolResult
+    pending: ToolResult | None = None
+
+
+@dataclass(frozen=True)
 class ExportedTurn:
-    """One stored turn, with the stored record of each tool call the agent made in it, in order."""
+    """One stored turn, with what each tool call the agent made in it received, in order."""
 
     record: TurnRecord
-    calls: list[ToolRecord]
+    calls: list[ExportedCall]
 
 
 class _Conversation:
@@ -49,6 +57,8 @@ class _Conversation:
         self.session = agent_session
         self.scrub = scrub
         self.events: list[AcpEvent] = []
+        self.ended_pending: list[list[AcpEvent]] = []
+        """The conversations of the runs a suspended call ended, each up to its end."""
         self._next_id = 0
 
     def request(self, turn: int | None, method: str, params: dict[str, Any]) -> int:
@@ -69,14 +79,33 @@ class _Conversation:
     def said(self, turn: int | None, message: dict[str, Any]) -> None:
         self.events.append(AcpEvent(turn=turn, agent=walk(message, self.scrub.safe)))
 
+    def use(self, name: str, arguments: dict[str, Any], result: ToolResult) -> ToolUse:
+        return ToolUse(
+            name=name, arguments=arguments, result=self.scrub.stable(result.content), is_error=result.is_error
+        )
+
     def tool(self, turn: int, use: ToolUse) -> None:
         self.events.append(AcpEvent(turn=turn, tool=use))
 
+    def pending(self, turn: int, use: ToolUse, asked: int) -> None:
+        """The run that ended pending at this call: the conversation so far, the call told it
+        is pending, our client cancelling the turn and the agent's answer that it stopped."""
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session}}
+        stopped = {"jsonrpc": "2.0", "id": asked, "result": {"stopReason": "cancelled"}}
+        ending = [
+            AcpEvent(turn=turn, tool=use),
+            AcpEvent(turn=turn, client=walk(cancel, self.scrub.stable)),
+            AcpEvent(turn=turn, agent=walk(stopped, self.scrub.safe)),
+        ]
+        self.ended_pending.append([*self.events, *ending])
 
-def acp_session(
+
+def acp_sessions(
     style: str, agent_session: str, settings: dict[str, Any], turns: list[ExportedTurn], scrub: Scrub
-) -> AcpSession:
-    """The uninterrupted conversation of ``turns``, in one agent session."""
+) -> list[AcpSession]:
+    """The conversation of ``turns`` in one agent session, uninterrupted; before it, for each
+    call that suspended, the conversation of the run it ended pending (a replay of that run
+    plays it, and the resumed run reopens the agent session and plays on in the last)."""
     talk = _Conversation(agent_session, scrub)
     params = initialize_params()
     asked = talk.request(None, "initialize", {**params, "clientInfo": {**params["clientInfo"], "version": VERSION}})
@@ -104,7 +133,7 @@ def acp_session(
             step, "session/prompt", {"sessionId": agent_session, "prompt": [{"type": "text", "text": text}]}
         )
         cost = _turn(talk, step, turn, asked, cost)
-    return AcpSession(style=style, agent=AGENT, events=talk.events)
+    return [AcpSession(style=style, agent=AGENT, events=events) for events in [*talk.ended_pending, talk.events]]
 
 
 def _turn(talk: _Conversation, step: int, turn: ExportedTurn, asked: int, cost: float) -> float:
@@ -114,10 +143,11 @@ def _turn(talk: _Conversation, step: int, turn: ExportedTurn, asked: int, cost: 
     calls = [
         call for message in reply.steps if isinstance(message, AssistantMessage) for call in message.tool_calls or []
     ]
-    for call, record in zip(calls, turn.calls, strict=True):
+    for call, received in zip(calls, turn.calls, strict=True):
         arguments = walk(json.loads(call.arguments or "{}"), talk.scrub.safe)
-        result = talk.scrub.stable(record.result.content)
-        talk.tool(step, ToolUse(name=call.name, arguments=arguments, result=result, is_error=record.result.is_error))
+        if received.pending is not None:
+            talk.pending(step, talk.use(call.name, arguments, received.pending), asked)
+        talk.tool(step, talk.use(call.name, arguments, received.result))
     if reply.content:
         talk.update(step, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": reply.content}})
     usage = reply.usage

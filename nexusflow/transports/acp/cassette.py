@@ -279,7 +279,7 @@ class Played:
                 await self._from_client.aclose()
                 return
             if event.tool is not None:
-                await self._call(event, event.tool)
+                event = await self._call(event, event.tool)
             else:
                 line = (
                     event.raw if event.raw is not None else json.dumps(_as_now(event.agent, place), ensure_ascii=False)
@@ -316,8 +316,10 @@ class Played:
             place.at += 1
         return kept
 
-    async def _call(self, event: AcpEvent, use: ToolUse) -> None:
-        """Make the recorded call through the served MCP server, as the agent did."""
+    async def _call(self, event: AcpEvent, use: ToolUse) -> AcpEvent:
+        """Make the recorded call through the served MCP server, as the agent did, and return
+        it with the result it got: the sessions recorded with that result go on (a call that
+        ended its run pending in one, and was answered in another)."""
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
@@ -333,13 +335,15 @@ class Played:
             result = await client.call_tool(use.name, arguments)
         text = "".join(getattr(block, "text", "") for block in result.content)
         got = use.model_copy(update={"result": self.scrub.stable(text), "is_error": bool(result.is_error)})
-        if got != use:
+        made = event.model_copy(update={"tool": got})
+        if not any(_event(self._sessions[i], place.at) == made for i, place in self._places.items()):
             recorded = {"tool": use.name, "result": use.result, "is_error": use.is_error}
             replayed = {"tool": got.name, "result": got.result, "is_error": got.is_error}
             self._fail(
                 cassette_acp_nearest(f"result of tool {use.name}", event.turn),
                 _diff(event, recorded, replayed, self._turn()),
             )
+        return made
 
     async def _next(self) -> dict[str, Any] | None:
         """Our client's next message, None once it closed its side."""

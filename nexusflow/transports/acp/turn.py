@@ -266,9 +266,7 @@ class Turns:
             # reopens the agent's session and finds this call answered.
             turn.suspended = exc
             turn.stop.set()
-            return ToolResult(
-                content=f"pending: {exc.request.prompt} (the turn ends until it is answered)", is_error=True
-            )
+            return pending_result(exc.request.prompt)
         turn.stats.tool_calls += 1
         turn.stats.tool_errors += outcome.result.is_error
         turn.stats.suspensions += outcome.suspended
@@ -283,6 +281,11 @@ class Turns:
         if scope.emit:
             scope.emit(ToolCallFinished(step=scope.step, call=call, result=outcome.result))
         return outcome.result
+
+
+def pending_result(prompt: str) -> ToolResult:
+    """What the agent is told of a call that suspended: the run ends pending, and its turn with it."""
+    return ToolResult(content=f"pending: {prompt} (the turn ends until it is answered)", is_error=True)
 
 
 async def _first_of(*events: anyio.Event) -> None:
