@@ -391,7 +391,10 @@ async def test_a_resumed_turn_that_matches_no_recorded_turn_is_the_pinned_mismat
 REOPEN = {"session/resume": {"sessionCapabilities": {"resume": {}}}, "session/load": {"loadSession": True}}
 
 
-@pytest.mark.parametrize("method", list(REOPEN))
+@pytest.mark.parametrize(
+    "method",
+    ["session/resume", pytest.param("session/load", marks=pytest.mark.slow)],  # a live agent each: ~2 s
+)
 async def test_a_resumed_replay_skips_ahead_to_the_turn_it_asks_for(agent, tmp_path, session_id, method):
     """A two-turn session (the answer, then its output repair) is recorded. A replay that
     failed after turn 0 was stored is run again: it reopens the agent's session (the way the
