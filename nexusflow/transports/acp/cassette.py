@@ -295,11 +295,13 @@ class Played:
         else a reopen of the recorded session, else (once reopened) a later turn's prompt."""
         kept: dict[int, _Place] = {}
         for index, place in self._places.items():
-            events = self._sessions[index].events
-            if _same(events[place.at].client, asked):
+            here = _event(self._sessions[index], place.at)
+            if here is None or here.client is None:
+                continue  # that session ended, or has the agent speak here
+            if _same(here.client, asked):
                 kept[index] = place
             elif _reopens(self._sessions[index], place.at, asked):
-                place.reopened, place.new_id = True, (events[place.at].client or {}).get("id")
+                place.reopened, place.new_id = True, here.client.get("id")
                 kept[index] = place
             else:
                 ahead = _ahead(self._sessions[index], place, asked)
