@@ -16,6 +16,7 @@ from live_agents import ADAPTERS, binary
 from nexusflow import CassetteError, CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.settings import settings
 from nexusflow.testing import Cassette, crash_at_every_step
+from nexusflow.transports.cassette import AcpSession
 
 from acp_fixtures import ScriptedAgent
 from conftest import HELPERS
@@ -459,3 +460,25 @@ def test_a_replay_killed_at_every_step_resumes_from_the_store(style, monkeypatch
     assert all(boundary.failure is None and boundary.in_flight_again == [] for boundary in report.boundaries)
     added = sorted(log.read_text().count(" add 20 22\n") for log in logs.glob("*.log"))
     assert added == [1] * 5, "add ran once in each session, across the kill and its resume"
+
+
+async def test_a_tool_result_narrows_the_recorded_sessions_to_those_that_got_it(tmp_path):
+    """Two recorded sessions alike up to a tool's result (a call that ended its run pending in
+    one, and was answered in the other, say): the replayed call's result picks the session
+    that goes on, whichever leads; a result neither got is the pinned mismatch."""
+    path = acp_cassette.committed(CliStyles.CLAUDE)
+    saved = json.loads(path.read_text())
+    (session,) = saved["acp"]
+    other = json.loads(json.dumps(session).replace('"result": "42"', '"result": "41"'))
+    saved["acp"] = [other, session]
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps(saved))
+    acp_cassette.ran.clear()
+    cassette = Cassette(both, "replay")
+    result = await acp_cassette.replay(CliStyles.CLAUDE, cassette, tmp_path)
+    assert result.status == "completed" and result.text.endswith("It is 42."), result.error
+    assert cassette.unplayed_acp() == [AcpSession.model_validate(other)], "the session recorded with 41 was left"
+    failed = await acp_cassette.replay(CliStyles.CLAUDE, Cassette(both, "replay"), tmp_path, tools=[add_one_more])
+    assert failed.status == "failed"
+    header = failed.error.split(":\n", 1)[0]
+    assert header == f"cassette: {both} has no recording for turn 0; the recorded result of tool add (turn 0) differs"
