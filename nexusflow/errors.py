@@ -1107,8 +1107,34 @@ def export_hooked(session_id: str, step: int, hook: str) -> CassetteExportError:
 
 def export_acp_steps(session_id: str, step: int) -> CassetteExportError:
     return CassetteExportError(
-        f"cassette export: turn {step} of session {session_id!r} holds an ACP agent's own tool calls; a cassette"
-        " replays one-shot CLI turns"
+        f"cassette export: turn {step} of session {session_id!r} holds an ACP agent's own tool calls, but the"
+        " session kept no agent session of its own client (a fallback's agent answered it)"
+    )
+
+
+def export_acp_style(session_id: str, style: str | None, found: int) -> CassetteExportError:
+    """The ACP session's style is found by its name: none of the built-in names (or the one
+    given) fits, or several do."""
+    if style is not None:
+        why = f"its client's style is not {style!r}"
+    elif found:
+        why = "its clients had more than one style; name the one to export (--style NAME)"
+    else:
+        why = "its client's style is none of the built-in ones; name it (--style NAME)"
+    return CassetteExportError(f"cassette export: session {session_id!r} ran on ACP and {why}")
+
+
+def export_acp_answered_by(session_id: str, step: int, client: str) -> CassetteExportError:
+    return CassetteExportError(
+        f"cassette export: turn {step} of session {session_id!r} was answered by the fallback client {client!r};"
+        " an exported ACP session replays its own client's agent"
+    )
+
+
+def export_acp_tool_unstored(session_id: str, step: int, tool: str) -> CassetteExportError:
+    return CassetteExportError(
+        f"cassette export: turn {step} of session {session_id!r} called {tool}, whose record is not in the result"
+        " storage; the exported agent could not say what it received"
     )
 
 

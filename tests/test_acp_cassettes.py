@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,11 @@ from live_agents import ADAPTERS, binary
 
 from nexusflow import CassetteError, CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.settings import settings
-from nexusflow.testing import Cassette
+from nexusflow.testing import Cassette, crash_at_every_step
+from nexusflow.transports.cassette import AcpSession
 
 from acp_fixtures import ScriptedAgent
+from conftest import HELPERS
 from helpers import acp_cassette
 from helpers.prefect_api import task_runs
 
@@ -318,3 +321,164 @@ async def test_auto_replays_the_one_shot_transport_when_the_cassette_holds_no_ac
     because = f"the cassette {path} holds no ACP session of this style to replay"
     assert f"transport: one-shot CLI for scripted, because {because}" in said
     assert agent.log("started") == [], "nothing started"
+
+
+@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+async def test_a_replayed_run_run_again_resumes_the_recorded_agent_session(style, tmp_path, caplog):
+    """The second run of a session reopens the agent's session (resume, as the recorded
+    capabilities advertise) and asks for no turn: the played agent takes the resume in
+    place of the recorded session/new, and the turn replays from the store."""
+    caplog.set_level(logging.INFO)
+    path, session = acp_cassette.committed(style), f"again-{uuid.uuid4().hex}"
+    acp_cassette.ran.clear()
+    first = await acp_cassette.replay(style, Cassette(path, "replay"), tmp_path, session_id=session)
+    assert first.status == "completed", first.error
+    again = Cassette(path, "replay")
+    second = await acp_cassette.replay(style, again, tmp_path, session_id=session)
+    assert second.status == "completed", second.error
+    assert second.text == first.text and acp_cassette.ran == [(20, 22)], "the tool ran once, in the first run"
+    (recorded,) = {
+        e.agent["result"]["sessionId"]
+        for e in again.acp_sessions[0].events
+        if e.agent and "result" in e.agent and "sessionId" in e.agent["result"]
+    }
+    assert f"acp: resuming agent session {recorded}" in [r.getMessage() for r in caplog.records]
+    assert again.unplayed_acp() == []
+
+
+async def test_a_resume_of_another_session_is_the_pinned_mismatch(tmp_path):
+    """Strict: the played agent resumes only the session it recorded."""
+    path, session = acp_cassette.committed(CliStyles.CLAUDE), f"other-{uuid.uuid4().hex}"
+    first = await acp_cassette.replay(CliStyles.CLAUDE, Cassette(path, "replay"), tmp_path, session_id=session)
+    assert first.status == "completed", first.error
+    recorded = json.loads(path.read_text())["acp"][0]["events"][4]["agent"]["result"]["sessionId"]
+    other = tmp_path / "other.json"
+    other.write_text(path.read_text().replace(recorded, "0ther-5e55-10n"))
+    result = await acp_cassette.replay(CliStyles.CLAUDE, Cassette(other, "replay"), tmp_path, session_id=session)
+    assert result.status == "failed"
+    header, diff = result.error.split(":\n", 1)
+    assert header == f"cassette: {other} has no recording for a turn; the recorded session/new (the handshake) differs"
+    changed = [line for line in diff.splitlines() if line.startswith(("-", "+"))]
+    assert changed == [
+        "--- recorded (handshake)",
+        "+++ asked (handshake)",
+        '-  "method": "session/new",',
+        '+  "method": "session/resume",',
+        '+    "sessionId": "' + recorded + '",',
+    ], diff
+
+
+async def test_a_resumed_turn_that_matches_no_recorded_turn_is_the_pinned_mismatch(tmp_path):
+    """Skipping ahead is by content: a resumed run that asks a turn never recorded (its
+    prompt changed) fails with the diff against the recorded turn it stands at."""
+    path, session = acp_cassette.committed(CliStyles.CLAUDE), f"drift-{uuid.uuid4().hex}"
+    first = await acp_cassette.replay(CliStyles.CLAUDE, Cassette(path, "replay"), tmp_path, session_id=session)
+    assert first.status == "completed", first.error
+    result = await acp_cassette.replay(
+        CliStyles.CLAUDE, Cassette(path, "replay"), tmp_path, "What is 20+23?", session_id=session
+    )
+    assert result.status == "failed"
+    header, diff = result.error.split(":\n", 1)
+    assert header == f"cassette: {path} has no recording for turn 0; the recorded session/prompt (turn 0) differs"
+    changed = [line for line in diff.splitlines() if line.startswith(("-", "+"))]
+    assert changed == [
+        "--- recorded (turn 0)",
+        "+++ asked (turn 0)",
+        '-        "text": "What is 20+22? Use the add tool."',
+        '+        "text": "What is 20+23?"',
+    ], diff
+
+
+REOPEN = {"session/resume": {"sessionCapabilities": {"resume": {}}}, "session/load": {"loadSession": True}}
+
+
+@pytest.mark.parametrize(
+    "method",
+    ["session/resume", pytest.param("session/load", marks=pytest.mark.slow)],  # a live agent each: ~2 s
+)
+async def test_a_resumed_replay_skips_ahead_to_the_turn_it_asks_for(agent, tmp_path, session_id, method):
+    """A two-turn session (the answer, then its output repair) is recorded. A replay that
+    failed after turn 0 was stored is run again: it reopens the agent's session (the way the
+    recorded capabilities say) and asks only for turn 1, which the played agent skips to."""
+    agent.script(
+        [[{"tool": "add", "arguments": {"a": 1, "b": 2}}, {"say": "three"}], [{"say": "3"}]],
+        capabilities={"mcpCapabilities": {"http": True}, **REOPEN[method]},
+    )
+    path = tmp_path / "two-turns.json"
+    ran.clear()
+    live = await run(agent, Cassette(path, "record"), session_id, output_type=int)
+    assert (live.status, live.output, ran) == ("completed", 3, [(1, 2)]), live.error
+    saved = json.loads(path.read_text())
+    turns = [e["turn"] for e in saved["acp"][0]["events"] if e.get("client", {}).get("method") == "session/prompt"]
+    assert turns == [0, 1]
+    cut = tmp_path / "turn-0-only.json"
+    events = saved["acp"][0]["events"]
+    saved["acp"][0]["events"] = events[: max(i for i, e in enumerate(events) if e["turn"] == 0) + 1]
+    cut.write_text(json.dumps(saved))
+
+    ran.clear()
+    missing, replayed = str(tmp_path / "no-such-agent"), session_id + "-replay"
+    first = await run(agent, Cassette(cut, "replay"), replayed, command=missing, output_type=int)
+    assert first.status == "failed" and "the recorded session had ended; our client sent session/prompt" in first.error
+    assert ran == [(1, 2)]
+    whole = Cassette(path, "replay")
+    second = await run(agent, whole, replayed, command=missing, output_type=int)
+    assert (second.status, second.output) == ("completed", 3), second.error
+    assert ran == [(1, 2)], "turn 0 and its tool call replayed from the store"
+    assert second.metrics.replayed_turns == 1
+    assert whole.unplayed_acp() == []
+    assert len(agent.log("started")) == 1, "no agent process started on replay"
+
+
+@pytest.mark.slow  # nine processes per agent, two at a time: about two minutes each
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
+def test_a_replay_killed_at_every_step_resumes_from_the_store(style, monkeypatch, tmp_path):
+    """A replayed ACP run is a durable run: killed (SIGKILL, whole group) at each step
+    boundary and resumed in a new process with the same session and cassette, with no agent
+    on PATH and no model server. The resume reopens the recorded agent session, each
+    finished step replays from the store, ``add`` runs once per session, and the resumed run
+    prints what the uninterrupted one printed."""
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    script = HELPERS / "acp_cassette_replay.py"
+    report = crash_at_every_step(script, style.value, "{session}", str(logs), concurrency=2)
+    assert report.steps == ["acp-session-0 call 0", "tool-0 call 0", "turn-0"]
+    assert report.tool_calls == {"add": 1}
+    status, text, error, calls, messages, paid = json.loads(report.output)
+    assert (status, error, calls, messages) == ("completed", None, ["add"], 4) and text.endswith("It is 42.")
+    assert paid.startswith("tokens 20 in / 10 out"), "what the session cost, its replayed turn included"
+    assert [boundary.replayed for boundary in report.boundaries] == [
+        [],
+        ["acp-session-0 call 0"],
+        ["acp-session-0 call 0", "tool-0 call 0"],
+        ["acp-session-0 call 0", "tool-0 call 0", "turn-0"],
+    ]
+    assert all(boundary.failure is None and boundary.in_flight_again == [] for boundary in report.boundaries)
+    added = sorted(log.read_text().count(" add 20 22\n") for log in logs.glob("*.log"))
+    assert added == [1] * 5, "add ran once in each session, across the kill and its resume"
+
+
+async def test_a_tool_result_narrows_the_recorded_sessions_to_those_that_got_it(tmp_path):
+    """Two recorded sessions alike up to a tool's result (a call that ended its run pending in
+    one, and was answered in the other, say): the replayed call's result picks the session
+    that goes on, whichever leads; a result neither got is the pinned mismatch."""
+    path = acp_cassette.committed(CliStyles.CLAUDE)
+    saved = json.loads(path.read_text())
+    (session,) = saved["acp"]
+    other = json.loads(json.dumps(session).replace('"result": "42"', '"result": "41"'))
+    saved["acp"] = [other, session]
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps(saved))
+    acp_cassette.ran.clear()
+    cassette = Cassette(both, "replay")
+    result = await acp_cassette.replay(CliStyles.CLAUDE, cassette, tmp_path)
+    assert result.status == "completed" and result.text.endswith("It is 42."), result.error
+    assert cassette.unplayed_acp() == [AcpSession.model_validate(other)], "the session recorded with 41 was left"
+    failed = await acp_cassette.replay(CliStyles.CLAUDE, Cassette(both, "replay"), tmp_path, tools=[add_one_more])
+    assert failed.status == "failed"
+    header = failed.error.split(":\n", 1)[0]
+    assert header == f"cassette: {both} has no recording for turn 0; the recorded result of tool add (turn 0) differs"

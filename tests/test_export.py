@@ -29,7 +29,9 @@ from nexusflow import (
     tool,
 )
 from nexusflow.testing import Cassette, export_cassette, export_cassette_sync
+from nexusflow.transports.cassette import ToolUse
 
+from acp_fixtures import ScriptedAgent
 from cli_fixtures import envelope_answer, envelope_calls, styled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
@@ -304,3 +306,185 @@ async def test_a_session_run_again_exports_its_latest_run_or_is_refused_when_tha
         f"cassette export: session {session_id!r} holds the turns of more than one run from turn 0 on (its"
         " prompt or settings changed between runs); forget it and run it again to export one"
     )
+
+
+added: list[tuple[int, int]] = []
+
+
+@tool(name="add")
+def counted_add(a: int, b: int) -> int:
+    """Add two integers."""
+    added.append((a, b))
+    return a + b
+
+
+ACP_TURNS = [
+    [
+        {"tool": "add", "arguments": {"a": 2, "b": 3}},
+        {"say": "It is 5."},
+        {
+            "update": {
+                "sessionUpdate": "usage_update",
+                "used": 10,
+                "size": 100,
+                "cost": {"amount": 0.25, "currency": "USD"},
+            }
+        },
+        {"usage": {"inputTokens": 12, "outputTokens": 5}},
+    ],
+    [
+        {"say": "5"},
+        {
+            "update": {
+                "sessionUpdate": "usage_update",
+                "used": 20,
+                "size": 100,
+                "cost": {"amount": 0.4, "currency": "USD"},
+            }
+        },
+        {"usage": {"inputTokens": 20, "outputTokens": 1}},
+    ],
+]
+"""An ACP agent's two turns: it calls ``add`` and answers in words, then, asked to repair its
+answer into an int, answers ``5``; each turn states its tokens and the session's cost."""
+
+
+def acp_client(agent: ScriptedAgent, cassette: Cassette | None = None, command: str | None = None):
+    return create_cli_client(
+        agent.style,
+        command or agent.command,
+        "m1",
+        transport=Transport.ACP,
+        env=agent.env,
+        cassette=cassette,
+        output_type=int,
+    )
+
+
+async def acp_run(client, session_id: str, prompt: str = "What is 2+3?"):
+    async with await Toolkit.load(tools=[counted_add]) as toolkit:
+        return await client.run(prompt, toolkit, session_id=session_id)
+
+
+@pytest.mark.slow  # a live agent process, the command in its own process, then the replay: about 5 s
+async def test_an_acp_run_is_exported_and_replays_offline(agent, tmp_path, session_id):
+    """The ACP session's cassette is rebuilt from its records alone: our client's side is
+    ours, the agent's side comes from the stored turns (the tool call and its result, the
+    answers, what each turn cost). Replayed with the agent gone: the same transcript, the
+    same tool call (really run), the same output and cost."""
+    agent.script(ACP_TURNS)
+    added.clear()
+    live = await acp_run(acp_client(agent), session_id)
+    assert (live.status, live.output, added) == ("completed", 5, [(2, 3)]), live.error
+
+    path = tmp_path / "acp.json"
+    command = [sys.executable, "-m", "nexusflow", "export", session_id, "--cassette", str(path), "--style", "scripted"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (
+        done.stderr
+        == f"nexusflow: wrote 2 turns of session {session_id} to {path} (an ACP session of style scripted)\n"
+    )
+    saved = json.loads(path.read_text())
+    assert (saved["version"], saved["launches"]) == (3, [])
+    (session,) = saved["acp"]
+    assert (session["style"], session["agent"]) == ("scripted", "exported")
+    methods = [event["client"]["method"] for event in session["events"] if "method" in event.get("client", {})]
+    assert methods == ["initialize", "session/new", "session/set_model", "session/prompt", "session/prompt"]
+    tools = [event["tool"] for event in session["events"] if "tool" in event]
+    assert tools == [{"name": "add", "arguments": {"a": 2, "b": 3}, "result": "5", "is_error": False}]
+    started = len(agent.log("started"))
+
+    added.clear()
+    cassette = Cassette(path)
+    assert cassette.replaying
+    replayed = await acp_run(acp_client(agent, cassette, str(tmp_path / "no-such-agent")), session_id + "-replay")
+    assert (replayed.status, replayed.output, replayed.text) == ("completed", 5, live.text), replayed.error
+    assert added == [(2, 3)], "the tool really runs on replay"
+    assert transcript(replayed.messages) == transcript(live.messages)
+    spent, replay_spent = live.metrics.usage, replayed.metrics.usage
+    assert (
+        (replay_spent.input_tokens, replay_spent.output_tokens) == (spent.input_tokens, spent.output_tokens) == (32, 6)
+    )
+    assert replay_spent.cost_usd == pytest.approx(spent.cost_usd) == pytest.approx(0.4)
+    assert cassette.unplayed_acp() == []
+    assert len(agent.log("started")) == started, "no agent process started"
+
+
+async def test_an_exported_acp_session_fails_with_the_pinned_diff_when_the_prompt_drifts(agent, tmp_path, session_id):
+    agent.script(ACP_TURNS)
+    assert (await acp_run(acp_client(agent), session_id)).status == "completed"
+    path = tmp_path / "acp.json"
+    with pytest.raises(CassetteExportError) as caught:
+        await export_cassette(session_id, path)
+    assert str(caught.value) == (
+        f"cassette export: session {session_id!r} ran on ACP and its client's style is none of the built-in ones;"
+        " name it (--style NAME)"
+    )
+    with pytest.raises(CassetteExportError) as caught:
+        await export_cassette(session_id, path, style="claude")
+    assert (
+        str(caught.value)
+        == f"cassette export: session {session_id!r} ran on ACP and its client's style is not 'claude'"
+    )
+    assert not path.exists()
+    await export_cassette(session_id, path, style="scripted")
+
+    missing = str(tmp_path / "no-such-agent")
+    drifted = await acp_run(acp_client(agent, Cassette(path, "replay"), missing), session_id + "-drift", "What is 2+4?")
+    assert drifted.status == "failed"
+    header, diff = drifted.error.split(":\n", 1)
+    assert header == f"cassette: {path} has no recording for turn 0; the recorded session/prompt (turn 0) differs"
+    changed = [line for line in diff.splitlines() if line.startswith(("-", "+"))]
+    assert changed == [
+        "--- recorded (turn 0)",
+        "+++ asked (turn 0)",
+        '-          "What is 2+3?",',
+        '+          "What is 2+4?",',
+    ], diff
+
+
+PENDING = "pending: May I deploy web? (the turn ends until it is answered)"
+
+
+@pytest.mark.slow  # two live agent processes, then the replay of both runs: about 5 s
+async def test_a_pending_acp_run_answered_is_exported_and_replays_offline(agent, tmp_path, session_id):
+    """The agent's call of ``deploy`` suspends: the run ends pending, is answered, and the
+    resumed run reopens the agent's session, whose call runs approved. The export holds the
+    run that ended pending (the call told it is pending, the turn cancelled) and the whole
+    conversation; the same program replays both runs with the agent gone."""
+    agent.script(
+        [
+            [{"tool": "deploy", "arguments": {"service": "web"}}, {"sleep": 30}, {"say": "never"}],
+            [{"tool": "deploy", "arguments": {"service": "web"}}, {"say": "Deployed web."}],
+        ],
+        capabilities={"mcpCapabilities": {"http": True}, "sessionCapabilities": {"resume": {}}},
+    )
+
+    def client(cassette: Cassette | None = None, command: str | None = None):
+        options = {"transport": Transport.ACP, "env": agent.env, "cassette": cassette}
+        return create_cli_client(agent.style, command or agent.command, **options)
+
+    deployed.clear()
+    live = await deploy_program(client(), session_id)
+    assert (live.status, live.text, deployed) == ("completed", "Deployed web.", ["web"]), live.error
+    assert len(agent.received("session/resume")) == 1
+
+    path = tmp_path / "pending.json"
+    written = await export_cassette(session_id, path, style="scripted")
+    pending, whole = written.acp
+    assert [event.tool for event in pending.events if event.tool] == [
+        ToolUse(name="deploy", arguments={"service": "web"}, result=PENDING, is_error=True)
+    ]
+    assert [event.client for event in pending.events if event.client][-1]["method"] == "session/cancel"
+    assert [event.tool.result for event in whole.events if event.tool] == ["deployed web"]
+    started = len(agent.log("started"))
+
+    deployed.clear()
+    cassette = Cassette(path)
+    replayed = await deploy_program(client(cassette, str(tmp_path / "no-such-agent")), session_id + "-replay")
+    assert (replayed.status, replayed.text) == ("completed", "Deployed web."), replayed.error
+    assert deployed == ["web"], "approved once, run once"
+    assert transcript(replayed.messages) == transcript(live.messages)
+    assert cassette.unplayed_acp() == []
+    assert len(agent.log("started")) == started, "no agent process started"

@@ -719,7 +719,7 @@ async def prune(*, older_than: str, state: Annotated[list[str] | None, Parameter
     return 0
 
 
-async def export(session_id: str, /, *, cassette: Path) -> int:
+async def export(session_id: str, /, *, cassette: Path, style: str | None = None) -> int:
     """Write a cassette from a session's recorded steps (no live run, no CLI needed), so a
     run that went wrong is replayed in a test, offline, the same way.
 
@@ -729,13 +729,18 @@ async def export(session_id: str, /, *, cassette: Path) -> int:
         The session to export: completed, failed, waiting or crashed, not running.
     cassette
         The cassette file to write (JSON); replay it with ``Cassette(FILE)`` on a CLI client.
+    style
+        An ACP session's client style, when it is not a built-in one.
     """
     chosen = _session_id(session_id)
     use_server()
-    written = await export_cassette(chosen, cassette)
-    print(
-        f"nexusflow: wrote {_count(len(written.launches), 'turn')} of session {chosen} to {cassette}", file=sys.stderr
-    )
+    written = await export_cassette(chosen, cassette, style=style)
+    prompts = [
+        e for s in written.acp for e in s.events if e.client is not None and e.client.get("method") == "session/prompt"
+    ]
+    turns = _count(len(written.launches) + len(prompts), "turn")
+    acp = f" (an ACP session of style {written.acp[0].style})" if written.acp else ""
+    print(f"nexusflow: wrote {turns} of session {chosen} to {cassette}{acp}", file=sys.stderr)
     return 0
 
 

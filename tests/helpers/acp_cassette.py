@@ -63,13 +63,15 @@ async def replay(
     cwd: Path,
     prompt: str = PROMPT,
     tools: list[Any] | None = None,
+    session_id: str | None = None,
     **options: Any,
 ) -> RunResult:
-    """The same client with no binary (commands that exist nowhere) and no server."""
+    """The same client with no binary (commands that exist nowhere) and no server; a new
+    session unless ``session_id`` names one to run again (it resumes the agent's session)."""
     missing = str(cwd / "no-such-binary")
     replayer = client(style, cassette, cwd, missing, missing, {}, **options)
     async with await Toolkit.load(tools=tools or [add]) as toolkit:
-        return await replayer.run(prompt, toolkit, session_id=f"replay-{uuid.uuid4().hex}")
+        return await replayer.run(prompt, toolkit, session_id=session_id or f"replay-{uuid.uuid4().hex}")
 
 
 def transcript(messages) -> list[tuple[str, str | None, list[tuple[str, object]]]]:  # type: ignore[no-untyped-def]

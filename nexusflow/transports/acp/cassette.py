@@ -23,6 +23,7 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -40,6 +41,7 @@ from ...errors import (
 )
 from ...messages import ToolResult
 from ..cassette import AcpEvent, AcpSession, Cassette, Scrub, ToolUse, secret_values
+from .handshake import capability
 from .served import ServedToolkit
 
 SERVER = "<mcp-server>"
@@ -189,8 +191,28 @@ class _Failed(Exception):
     """The replay stops: ``Played.failure`` says why."""
 
 
+@dataclass
+class _Place:
+    """Where one recorded session that still fits stands in its events."""
+
+    at: int = 0
+    ids: dict[Any, Any] = field(default_factory=dict)
+    """Our client's request ids as recorded, to the ids it sends now: past a skipped turn they differ."""
+    reopened: bool = False
+    """Our client resumed (or loaded) the recorded session in place of its ``session/new``."""
+    new_id: Any = None
+    """The recorded ``session/new`` request that a resume or load took the place of."""
+
+
 class Played:
-    """The recorded agent, played: ``stdin`` and ``stdout`` stand for its process's."""
+    """The recorded agent, played: ``stdin`` and ``stdout`` stand for its process's.
+
+    A resumed run reopens the agent's session (``session/resume`` or ``session/load``, as the
+    recorded ``initialize`` answer advertised) and asks only for the turns its store does not
+    hold. So the played agent takes a reopen of the session it recorded in place of that
+    ``session/new`` (answered as it was, without the id our client already has), and, once
+    reopened, a ``session/prompt`` equal to a later recorded one skips ahead to it: the turns
+    between replay from the store. Anything else is a mismatch, as ever."""
 
     def __init__(
         self,
@@ -214,17 +236,17 @@ class Played:
         self.stdout: ByteReceiveStream = _Source(from_agent)
         self._buffer = b""
         self._sessions = cassette.acp_sessions
-        self._candidates = cassette.acp_candidates(style)
-        """Indexes into ``_sessions`` of those that fit what was played so far, in recording order."""
+        self._places = {index: _Place() for index in cassette.acp_candidates(style)}
+        """The sessions that fit what was played so far, in recording order: the first leads."""
 
     async def aclose(self) -> None:
-        if self._candidates:
-            self.cassette.acp_played(self._candidates[0])
+        if self._places:
+            self.cassette.acp_played(next(iter(self._places)))
         for stream in (self.stdin, self._to_client, self._from_client, self.stdout):
             await stream.aclose()
 
     async def run(self) -> None:
-        """Play the leading candidate's events; a miss ends the agent's output (our client
+        """Play the leading session's events; a miss ends the agent's output (our client
         then fails what waits on it, and the transport raises ``failure``)."""
         try:
             await self._play()
@@ -234,43 +256,72 @@ class Played:
             pass
 
     async def _play(self) -> None:
-        index = 0
-        sessions = self._sessions
         while True:
-            lead = sessions[self._candidates[0]] if self._candidates else None
-            if lead is None or index >= len(lead.events):
+            lead = next(iter(self._places.items()), None)
+            session = self._sessions[lead[0]] if lead is not None else None
+            if lead is None or session is None or lead[1].at >= len(session.events):
                 message = await self._next()
                 if message is None:
                     return
                 what = _what(message)
                 self._fail(cassette_acp_ended(what) if lead else cassette_no_acp_session(self.style), [])
-            event = lead.events[index]
+            place = lead[1]
+            event = session.events[place.at]
             if event.client is not None:
                 message = await self._next()
                 if message is None:
                     return  # our client ended the session first: what it did not send is not drift
-                asked = self.scrub.sent(message)
-                kept = [i for i in self._candidates if _client(sessions[i], index) == asked]
-                if not kept:
-                    nearest = cassette_acp_nearest(_what(event.client), event.turn)
-                    self._fail(nearest, _diff(event, event.client, asked, self._turn()))
-            elif event.ended is not None:
+                self._places = self._answered(event, event.client, self.scrub.sent(message))
+                continue
+            if event.ended is not None:
                 self._ended(self.scrub.restore(event.ended))
                 await self._to_client.aclose()
                 await self._from_client.aclose()
                 return
-            elif event.tool is not None:
-                await self._call(event, event.tool)
-                kept = [i for i in self._candidates if _event(sessions[i], index) == event]
+            if event.tool is not None:
+                event = await self._call(event, event.tool)
             else:
-                line = event.raw if event.raw is not None else json.dumps(event.agent, ensure_ascii=False)
+                line = (
+                    event.raw if event.raw is not None else json.dumps(_as_now(event.agent, place), ensure_ascii=False)
+                )
                 await self._to_client.send((self.scrub.restore(line) + "\n").encode())
-                kept = [i for i in self._candidates if _event(sessions[i], index) == event]
-            self._candidates = kept
-            index += 1
+            kept = {i: p for i, p in self._places.items() if _event(self._sessions[i], p.at) == event}
+            for kept_place in kept.values():
+                kept_place.at += 1
+            self._places = kept
 
-    async def _call(self, event: AcpEvent, use: ToolUse) -> None:
-        """Make the recorded call through the served MCP server, as the agent did."""
+    def _answered(self, event: AcpEvent, recorded: dict[str, Any], asked: dict[str, Any]) -> dict[int, _Place]:
+        """The sessions that take what our client sent, each moved past it: the same message,
+        else a reopen of the recorded session, else (once reopened) a later turn's prompt."""
+        kept: dict[int, _Place] = {}
+        for index, place in self._places.items():
+            here = _event(self._sessions[index], place.at)
+            if here is None or here.client is None:
+                continue  # that session ended, or has the agent speak here
+            if _same(here.client, asked):
+                kept[index] = place
+            elif _reopens(self._sessions[index], place.at, asked):
+                place.reopened, place.new_id = True, here.client.get("id")
+                kept[index] = place
+            else:
+                ahead = _ahead(self._sessions[index], place, asked)
+                if ahead is None:
+                    continue
+                place.at = ahead
+                kept[index] = place
+        if not kept:
+            self._fail(cassette_acp_nearest(_what(recorded), event.turn), _diff(event, recorded, asked, self._turn()))
+        for index, place in kept.items():
+            sent = self._sessions[index].events[place.at].client or {}
+            if "method" in asked and "id" in asked:
+                place.ids[sent.get("id")] = asked["id"]
+            place.at += 1
+        return kept
+
+    async def _call(self, event: AcpEvent, use: ToolUse) -> AcpEvent:
+        """Make the recorded call through the served MCP server, as the agent did, and return
+        it with the result it got: the sessions recorded with that result go on (a call that
+        ended its run pending in one, and was answered in another)."""
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
@@ -286,13 +337,15 @@ class Played:
             result = await client.call_tool(use.name, arguments)
         text = "".join(getattr(block, "text", "") for block in result.content)
         got = use.model_copy(update={"result": self.scrub.stable(text), "is_error": bool(result.is_error)})
-        if got != use:
+        made = event.model_copy(update={"tool": got})
+        if not any(_event(self._sessions[i], place.at) == made for i, place in self._places.items()):
             recorded = {"tool": use.name, "result": use.result, "is_error": use.is_error}
             replayed = {"tool": got.name, "result": got.result, "is_error": got.is_error}
             self._fail(
                 cassette_acp_nearest(f"result of tool {use.name}", event.turn),
                 _diff(event, recorded, replayed, self._turn()),
             )
+        return made
 
     async def _next(self) -> dict[str, Any] | None:
         """Our client's next message, None once it closed its side."""
@@ -314,9 +367,85 @@ def _event(session: AcpSession, index: int) -> AcpEvent | None:
     return session.events[index] if index < len(session.events) else None
 
 
-def _client(session: AcpSession, index: int) -> dict[str, Any] | None:
-    event = _event(session, index)
-    return event.client if event is not None else None
+REOPENS = {"session/resume": ("sessionCapabilities", "resume"), "session/load": ("loadSession",)}
+"""How our client reopens a session, in the order it prefers them, and the capability each needs."""
+
+
+def _without_id(message: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in message.items() if key != "id"}
+
+
+def _same(recorded: dict[str, Any] | None, asked: dict[str, Any]) -> bool:
+    """Our client's request matches by all but its id (its own counter, which a skipped turn
+    shifts); an answer to the agent's request and a notification match whole."""
+    if recorded is None:
+        return False
+    if "method" in recorded and "id" in recorded and "method" in asked and "id" in asked:
+        return _without_id(recorded) == _without_id(asked)
+    return recorded == asked
+
+
+def _answer(session: AcpSession, at: int, request_id: Any) -> dict[str, Any]:
+    """The result the agent gave our client's request ``request_id`` sent at ``at``."""
+    for event in session.events[at + 1 :]:
+        agent = event.agent
+        if agent is not None and "method" not in agent and agent.get("id") == request_id:
+            result = agent.get("result")
+            return result if isinstance(result, dict) else {}
+    return {}
+
+
+def _reopening(session: AcpSession) -> str | None:
+    """How our client reopens this session: the first of ``REOPENS`` that the recorded
+    ``initialize`` answer advertised."""
+    for at, event in enumerate(session.events):
+        if event.client is not None and event.client.get("method") == "initialize":
+            capabilities = _answer(session, at, event.client.get("id")).get("agentCapabilities")
+            return next((method for method, path in REOPENS.items() if capability(capabilities, *path)), None)
+    return None
+
+
+def _reopens(session: AcpSession, at: int, asked: dict[str, Any]) -> bool:
+    """``asked`` resumes (or loads) the session recorded at ``at`` with its ``session/new``:
+    the method the recorded capabilities make our client choose, the recorded session's id,
+    and the same working directory and MCP servers."""
+    new = session.events[at].client
+    if new is None or new.get("method") != "session/new" or asked.get("method") != _reopening(session):
+        return False
+    params = asked.get("params")
+    if not isinstance(params, dict) or "sessionId" not in params:
+        return False
+    recorded = _answer(session, at, new.get("id")).get("sessionId")
+    return params["sessionId"] == recorded and {k: v for k, v in params.items() if k != "sessionId"} == new.get(
+        "params"
+    )
+
+
+def _ahead(session: AcpSession, place: _Place, asked: dict[str, Any]) -> int | None:
+    """In a reopened session, at a turn's prompt: where a later recorded prompt equals
+    ``asked`` (the turns between replayed from the store), if one does."""
+    here = session.events[place.at].client
+    if not place.reopened or here is None or here.get("method") != "session/prompt":
+        return None
+    if asked.get("method") != "session/prompt":
+        return None
+    return next(
+        (at for at in range(place.at + 1, len(session.events)) if _same(session.events[at].client, asked)), None
+    )
+
+
+def _as_now(message: dict[str, Any] | None, place: _Place) -> dict[str, Any] | None:
+    """An agent's answer to our client's request, under the id that request has now; the
+    answer to a ``session/new`` that a reopen took the place of without the session id (a
+    resume or load answer has none)."""
+    if message is None or "method" in message or "id" not in message:
+        return message
+    recorded = message["id"]
+    now = {**message, "id": place.ids.get(recorded, recorded)}
+    result = message.get("result")
+    if place.reopened and recorded == place.new_id and isinstance(result, dict):
+        now["result"] = {key: value for key, value in result.items() if key != "sessionId"}
+    return now
 
 
 def _what(message: dict[str, Any]) -> str:

@@ -40,6 +40,8 @@ class Session:
         """A fresh session standing in for one the agent lost: the next prompt carries the transcript."""
         self.replaying = False
         """``session/load`` replays the old session's updates; they are no part of a turn."""
+        self.reopened = False
+        """The agent resumed or loaded the session: it has seen the transcript up to its last answer."""
         self._reply: Any = None
         self._log = log
 
@@ -74,7 +76,7 @@ class Session:
             self.replaying = method == "session/load"
             try:
                 self._reply = await request(method, params) or {}
-                self.id = agent_session
+                self.id, self.reopened = agent_session, True
                 return
             except RemoteError as exc:
                 self._log(

@@ -162,7 +162,10 @@ class Turns:
         self, connection: Connection, group: TaskGroup, session: Session, request: ModelRequest, scope: TurnScope | None
     ) -> ModelReply:
         seeding, first = session.seed, not self._has_prompted
-        text = prompt_text(request.messages, whole=seeding or first) + output_instruction(request)
+        # A reopened session's agent has seen the turns before: it is asked what follows them,
+        # as the run that recorded them asked it.
+        whole = seeding or (first and not session.reopened)
+        text = prompt_text(request.messages, whole=whole) + output_instruction(request)
         turn = self.current = Turn(scope=scope or TurnScope(step=0), cost_before=self._cost)
         self._has_prompted = True
         done = anyio.Event()
@@ -263,9 +266,7 @@ class Turns:
             # reopens the agent's session and finds this call answered.
             turn.suspended = exc
             turn.stop.set()
-            return ToolResult(
-                content=f"pending: {exc.request.prompt} (the turn ends until it is answered)", is_error=True
-            )
+            return pending_result(exc.request.prompt)
         turn.stats.tool_calls += 1
         turn.stats.tool_errors += outcome.result.is_error
         turn.stats.suspensions += outcome.suspended
@@ -280,6 +281,11 @@ class Turns:
         if scope.emit:
             scope.emit(ToolCallFinished(step=scope.step, call=call, result=outcome.result))
         return outcome.result
+
+
+def pending_result(prompt: str) -> ToolResult:
+    """What the agent is told of a call that suspended: the run ends pending, and its turn with it."""
+    return ToolResult(content=f"pending: {prompt} (the turn ends until it is answered)", is_error=True)
 
 
 async def _first_of(*events: anyio.Event) -> None:
