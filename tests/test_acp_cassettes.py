@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from nexusflow.transports.cassette import AcpSession
 from acp_fixtures import ScriptedAgent
 from conftest import HELPERS
 from helpers import acp_cassette
+from helpers.docs import REPO, block
 from helpers.prefect_api import task_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
@@ -430,15 +434,16 @@ async def test_a_resumed_replay_skips_ahead_to_the_turn_it_asks_for(agent, tmp_p
     assert len(agent.log("started")) == 1, "no agent process started on replay"
 
 
-@pytest.mark.slow  # nine processes per agent, two at a time: about two minutes each
+@pytest.mark.slow  # nine processes, two at a time: about a minute
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("style", STYLES, ids=STYLE_IDS)
-def test_a_replay_killed_at_every_step_resumes_from_the_store(style, monkeypatch, tmp_path):
+def test_a_replay_killed_at_every_step_resumes_from_the_store(monkeypatch, tmp_path):
     """A replayed ACP run is a durable run: killed (SIGKILL, whole group) at each step
     boundary and resumed in a new process with the same session and cassette, with no agent
     on PATH and no model server. The resume reopens the recorded agent session, each
     finished step replays from the store, ``add`` runs once per session, and the resumed run
-    prints what the uninterrupted one printed."""
+    prints what the uninterrupted one printed. On claude's cassette: the fast tier reopens
+    each committed cassette's session (codex's too) by running it again."""
+    style = CliStyles.CLAUDE
     empty = tmp_path / "empty-path"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
@@ -482,3 +487,28 @@ async def test_a_tool_result_narrows_the_recorded_sessions_to_those_that_got_it(
     assert failed.status == "failed"
     header = failed.error.split(":\n", 1)[0]
     assert header == f"cassette: {both} has no recording for turn 0; the recorded result of tool add (turn 0) differs"
+
+
+@pytest.mark.slow  # two processes
+def test_the_docs_resume_example_replays_its_turn_when_run_again(tmp_path):
+    """Testing → Cassettes for ACP sessions: the example run twice from the repository root with
+    no agent on PATH prints what the page says: ``add`` runs in the first run only."""
+    (tmp_path / "resume.py").write_text(block("acp-replay-resume"))
+    session = f"docs-resume-{uuid.uuid4().hex[:8]}"
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(tmp_path / "resume.py"), session],
+            cwd=REPO,
+            env={**os.environ, "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+    first = run()
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stdout == "add(20, 22) ran\ncompleted 'It is 42.' 0\n"
+    again = run()
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout == "completed 'It is 42.' 1\n"

@@ -72,6 +72,7 @@ ELSEWHERE = {
     "tests": ".ci/run",
     "serve-job": "tests/test_deployments.py",
     "approval-automation": "tests/test_events.py",
+    "acp-replay-resume": "tests/test_acp_cassettes.py",
 }
 """Blocks another test runs: the file that reads them by their marker."""
 
