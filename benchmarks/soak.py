@@ -45,8 +45,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _servers import prefect_server
-
 ACP_AGENT = Path(__file__).resolve().parent.parent / "tests" / "helpers" / "acp_agent.py"
 KINDS = ("tools", "pending", "typed", "sub-agent", "fan-out", "acp")
 MIB = 1024 * 1024
@@ -85,6 +83,10 @@ class Report:
     left: dict[str, list[str]] = field(default_factory=dict)
     """What of the finished runs prune did not remove, by kind (empty lists when nothing)."""
     pruned: int = 0
+    """The soak's sessions (nested ones included) the prune forgot."""
+    history: dict[str, int] = field(default_factory=dict)
+    """Prefect's history of the runs after the prune, which it keeps by design: flow runs and
+    artifacts (each session's transcript and summary, keyed by it)."""
     times: dict[str, list[float]] = field(default_factory=dict)
     """Seconds each run took, by kind."""
 
@@ -130,6 +132,8 @@ class Report:
         for kind, items in self.left.items():
             shown = ", ".join(items[:5]) + (f" ... ({len(items)})" if len(items) > 5 else "")
             lines.append(f"  {kind:20s} {shown or 'nothing'}")
+        kept = ", ".join(f"{count} {name}" for name, count in self.history.items())
+        lines.append(f"kept as Prefect's history (not prune's): {kept}")
         return "\n".join(lines)
 
 
@@ -158,7 +162,7 @@ def _process_tree() -> dict[int, list[int]]:
 
 
 def _descendants(skip: set[int]) -> list[int]:
-    """This process's live descendants, except the trees rooted at ``skip`` (its servers)."""
+    """This process's live descendants, except the trees rooted at ``skip``."""
     tree, found, todo = _process_tree(), [], [os.getpid()]
     while todo:
         for child in tree.get(todo.pop(), []):
@@ -190,13 +194,13 @@ async def _limits(client: Any) -> list[str]:
             return [name for name in names if name.startswith("nexusflow-")]
 
 
-async def sample(tmp: Path, servers: set[int]) -> dict[str, float]:
+async def sample(tmp: Path, skip: set[int]) -> dict[str, float]:
     gc.collect()
     values = {
         "rss": _rss(),
         "fds": float(len(os.listdir("/proc/self/fd"))),
         "threads": float(len(os.listdir("/proc/self/task"))),
-        "children": float(len(_descendants(servers))),
+        "children": float(len(_descendants(skip))),
         "temp files": float(len(os.listdir(tmp))),
     }
     return values | await _server_rows()
@@ -372,18 +376,17 @@ async def soak(
     *,
     warm_up: float = 0.1,
     step: int | None = None,
-    servers: set[int] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Report:
     """``runs`` runs of the mix, sampled after the warm-up every ``step`` runs, then a prune;
-    ``scratch`` holds a private temp dir and the ACP agent's folder. ``servers``: process ids
-    of servers this process started, not counted as its children."""
+    ``scratch`` holds a private temp dir and the ACP agent's folder. Children this process
+    has already (its Prefect server) are not counted, nor their descendants."""
     from contextlib import AsyncExitStack
 
     from nexusflow import prune_sessions
 
     step = step or every(runs)
-    skip = servers or set()
+    skip = set(_process_tree().get(os.getpid(), []))
     started = time.perf_counter()
     report = Report(runs, 0.0)
     prefix = f"soak-{os.getpid()}-{int(time.time())}"
@@ -404,8 +407,10 @@ async def soak(
             if report.samples[-1][0] != runs:
                 report.samples.append((runs, await sample(tmp, skip)))
         report.seconds = time.perf_counter() - started
-        report.pruned = len(await prune_sessions(older_than=timedelta(0)))
+        pruned = await prune_sessions(older_than=timedelta(0))
+        report.pruned = sum(forgotten.session_id.startswith(prefix) for forgotten in pruned)
         report.left = await _left(prefix, tmp, skip)
+        report.history = await _history(prefix)
     return report
 
 
@@ -419,7 +424,7 @@ def _progress(say: Callable[[str], None], report: Report, started: float) -> Non
     )
 
 
-async def _left(prefix: str, tmp: Path, servers: set[int]) -> dict[str, list[str]]:
+async def _left(prefix: str, tmp: Path, skip: set[int]) -> dict[str, list[str]]:
     """What of the soak's finished runs is still there after the prune."""
     from prefect.client.orchestration import get_client
 
@@ -432,8 +437,18 @@ async def _left(prefix: str, tmp: Path, servers: set[int]) -> dict[str, list[str
         "records": await _records(prefix),
         "locks": limits,
         "temp files": sorted(os.listdir(tmp)),
-        "children": [str(pid) for pid in _descendants(servers)],
+        "children": [str(pid) for pid in _descendants(skip)],
     }
+
+
+async def _history(prefix: str) -> dict[str, int]:
+    from prefect.client.orchestration import get_client
+
+    async with get_client() as client:
+        keyed = {"artifacts": {"key": {"like_": prefix}}}
+        artifacts = (await client.request("POST", "/artifacts/count", json=keyed)).json()
+        runs = (await client.request("POST", "/flow_runs/count", json={})).json()
+    return {"flow runs on the server": int(runs), "artifacts of its sessions": int(artifacts)}
 
 
 async def _records(prefix: str) -> list[str]:
@@ -455,6 +470,7 @@ async def _records(prefix: str) -> list[str]:
 
 def main(options: argparse.Namespace) -> None:
     import anyio
+    from _servers import prefect_server
     from loop_overhead import load
 
     print(f"soak: {options.runs} runs, {'PostgreSQL' if options.postgres else 'SQLite'}; load {load()}", flush=True)
@@ -462,7 +478,6 @@ def main(options: argparse.Namespace) -> None:
         root = Path(tempfile.mkdtemp(prefix="soak-"))
         stack.callback(shutil.rmtree, root, True)
         server = prefect_server("postgres" if options.postgres else "sqlite", root / "server", stack)
-        pids = {server.process.pid} | ({server.database.pid} if server.database is not None else set())
         print(f"server up in {server.started_in:.0f} s", flush=True)
         os.environ.update(
             {
@@ -476,9 +491,7 @@ def main(options: argparse.Namespace) -> None:
 
         async def go() -> Report:
             say: Callable[[str], None] = lambda line: print(line, flush=True)  # noqa: E731
-            return await soak(
-                options.runs, root, warm_up=options.warm_up, step=options.every, servers=pids, progress=say
-            )
+            return await soak(options.runs, root, warm_up=options.warm_up, step=options.every, progress=say)
 
         report = anyio.run(go)
     print()
