@@ -16,9 +16,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from soak import soak
 
 RUNS = 200
-"""The soak's size in CI (the benchmark's default is 1000)."""
+"""The soak's size in CI (the benchmark's default is 1000); 2-3 s a run on 2 shared cores."""
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.usefixtures("prefect_server")]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.slow,
+    pytest.mark.timeout(6 * RUNS),
+    pytest.mark.xdist_group("heavy"),
+    pytest.mark.usefixtures("prefect_server"),
+]
 
 
 async def test_a_soak_of_the_mix_grows_nothing_and_prune_leaves_nothing_of_it(tmp_path: Path) -> None:
