@@ -17,7 +17,8 @@ last sample, against a threshold (``THRESHOLDS``). Artifacts are the runs' histo
 run's transcript and summary, keyed by its session, like its flow run): they are reported
 per run, not held to flat.
 
-At the end, ``prune_sessions(older_than=0s)`` removes the finished sessions, and the soak
+At the end, ``prune_sessions(older_than=0s)`` removes the finished sessions (every finished
+session on the server, as ``nexusflow prune --older-than 0s`` would), and the soak
 reports what of the runs is left that prune did not remove: sessions, locks, records in the
 result storage, temporary files, child processes.
 
@@ -404,7 +405,7 @@ async def soak(
                     report.samples.append((done, await sample(tmp, skip)))
                     if progress is not None:
                         _progress(progress, report, started)
-            if report.samples[-1][0] != runs:
+            if not report.samples or report.samples[-1][0] != runs:
                 report.samples.append((runs, await sample(tmp, skip)))
         report.seconds = time.perf_counter() - started
         pruned = await prune_sessions(older_than=timedelta(0))
