@@ -18,7 +18,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
 
 import anyio
-from prefect.client.orchestration import get_client
+from prefect.client.orchestration import PrefectClient, get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterName
+from prefect.exceptions import ObjectNotFound
+from prefect.filesystems import WritableFileSystem
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel
 
@@ -29,6 +32,7 @@ from ._server import use_server
 from ._storage import ROOT, read_record, session_prefix, step_storage
 from ._storage_tree import children, delete_record, delete_tree
 from .errors import SessionLiveError, argument_wrong, sessions_bad_duration, sessions_bad_state
+from .flows.report import ARTIFACTS, artifact_key
 from .memory import conversation_key, read_status
 
 State = Literal["running", "waiting", "completed", "failed", "crashed"]
@@ -72,6 +76,9 @@ class Forgotten(BaseModel):
     conversation: bool
     lock: bool
     """Whether a crashed holder's session lock was left on the Prefect server and deleted."""
+    artifacts: int = 0
+    """Its artifacts deleted from the Prefect server (each run's transcript, summary and
+    progress); its flow runs, their task runs and logs stay: Prefect's history."""
 
 
 def duration(text: str) -> timedelta:
@@ -161,12 +168,17 @@ async def list_sessions(*, state: Iterable[str] = (), older_than: timedelta | No
 async def forget_session(session_id: str) -> list[Forgotten]:
     """Delete a session and the sessions nested in it (``<id>.<n>``: its sub-agents, its
     fan-out members, a conversation's exchanges): their records, a conversation kept under
-    the id, and a crashed holder's lock left on the server. A session that runs is refused
-    (``SessionLiveError``), and then nothing is deleted."""
+    the id, their artifacts on the Prefect server, and a crashed holder's lock left there.
+    A session that runs is refused (``SessionLiveError``), and then nothing is deleted."""
     check_session_id(session_id, "forget_session")
     use_server()
     storage = await step_storage()
-    names = [name for name in await children(storage, f"{ROOT}/sessions") if _within(name, session_id)]
+    return await _forget(storage, session_id, await children(storage, f"{ROOT}/sessions"))
+
+
+async def _forget(storage: WritableFileSystem, session_id: str, known: Iterable[str]) -> list[Forgotten]:
+    """``forget_session`` among the sessions ``known`` to the storage."""
+    names = [name for name in known if _within(name, session_id)]
     infos = [info for info in [await _info(name) for name in names] if info is not None]
     for info in infos:
         if info.state == "running":
@@ -179,11 +191,34 @@ async def forget_session(session_id: str) -> list[Forgotten]:
                 await delete(client, lock.id)
             records = await delete_tree(storage, session_prefix(name))
             conversation = await delete_record(storage, conversation_key(name)) if name == session_id else 0
-            if records or conversation or lock is not None:
+            artifacts = await _delete_artifacts(client, name)
+            if records or conversation or lock is not None or artifacts:
                 forgotten.append(
-                    Forgotten(session_id=name, records=records, conversation=bool(conversation), lock=lock is not None)
+                    Forgotten(
+                        session_id=name,
+                        records=records,
+                        conversation=bool(conversation),
+                        lock=lock is not None,
+                        artifacts=artifacts,
+                    )
                 )
     return forgotten
+
+
+async def _delete_artifacts(client: PrefectClient, name: str) -> int:
+    """The session's artifacts, every version of each key, on its own flow runs
+    (``agent-<id>``): another session whose id maps to the same key keeps its own."""
+    keys = ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key(kind, name) for kind in ARTIFACTS]))
+    runs = FlowRunFilter(name=FlowRunFilterName(any_=[f"agent-{name}"]))
+    deleted = 0
+    while found := await client.read_artifacts(artifact_filter=keys, flow_run_filter=runs, limit=200):
+        for artifact in found:
+            try:
+                await client.delete_artifact(artifact.id)
+            except ObjectNotFound:
+                pass  # deleted by a forget beside this one
+        deleted += len(found)
+    return deleted
 
 
 def _within(name: str, session_id: str) -> bool:
@@ -197,11 +232,18 @@ async def prune_sessions(*, older_than: timedelta, state: Iterable[str] = ()) ->
     wanted = states(state) or set(PRUNED)
     wanted.discard("running")
     pruned: list[Forgotten] = []
-    for info in await list_sessions(state=sorted(wanted), older_than=older_than):
+    idle = await list_sessions(state=sorted(wanted), older_than=older_than)
+    storage = await step_storage()
+    known = set(await children(storage, f"{ROOT}/sessions"))
+    for info in idle:
+        if info.session_id not in known:
+            continue  # forgotten with the session it is nested in
         try:
-            pruned += await forget_session(info.session_id)
+            forgotten = await _forget(storage, info.session_id, known)
         except SessionLiveError:
             continue  # a session nested in it runs: it stays, whole, for the next prune
+        known -= {one.session_id for one in forgotten}
+        pruned += forgotten
     return pruned
 
 
