@@ -11,11 +11,13 @@ tells it apart within seconds.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
+from uuid import UUID
 
 import anyio
 from prefect.client.orchestration import PrefectClient, get_client
@@ -44,6 +46,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _AT_ONCE = 16
 """Sessions read at once from storage."""
+_FORGET_AT_ONCE = 8
+"""Sessions forgotten at once by ``prune``: a handful of Prefect API calls each, on a server
+that answers too many at once with 503s (SQLite)."""
 
 
 class SessionInfo(BaseModel):
@@ -212,13 +217,16 @@ async def _delete_artifacts(client: PrefectClient, name: str) -> int:
     runs = FlowRunFilter(name=FlowRunFilterName(any_=[f"agent-{name}"]))
     deleted = 0
     while found := await client.read_artifacts(artifact_filter=keys, flow_run_filter=runs, limit=200):
-        for artifact in found:
-            try:
-                await client.delete_artifact(artifact.id)
-            except ObjectNotFound:
-                pass  # deleted by a forget beside this one
+        async with anyio.create_task_group() as group:
+            for artifact in found:
+                group.start_soon(_delete_artifact, client, artifact.id)
         deleted += len(found)
     return deleted
+
+
+async def _delete_artifact(client: PrefectClient, artifact: UUID) -> None:
+    with contextlib.suppress(ObjectNotFound):  # deleted by a forget beside this one
+        await client.delete_artifact(artifact)
 
 
 def _within(name: str, session_id: str) -> bool:
@@ -228,23 +236,42 @@ def _within(name: str, session_id: str) -> bool:
 async def prune_sessions(*, older_than: timedelta, state: Iterable[str] = ()) -> list[Forgotten]:
     """Forget every session idle for longer than ``older_than`` in one of ``state`` (by
     default completed, failed and crashed: a waiting request stays until it is answered or
-    named). A running session is never pruned."""
+    named). A running session is never pruned. Sessions nested in none of the others are
+    forgotten ``_FORGET_AT_ONCE`` at a time (their trees are apart), then, one by one, the
+    nested ones whose outer session was refused because a session in it runs."""
     wanted = states(state) or set(PRUNED)
     wanted.discard("running")
-    pruned: list[Forgotten] = []
-    idle = await list_sessions(state=sorted(wanted), older_than=older_than)
+    idle = [info.session_id for info in await list_sessions(state=sorted(wanted), older_than=older_than)]
     storage = await step_storage()
     known = set(await children(storage, f"{ROOT}/sessions"))
-    for info in idle:
-        if info.session_id not in known:
-            continue  # forgotten with the session it is nested in
-        try:
-            forgotten = await _forget(storage, info.session_id, known)
-        except SessionLiveError:
-            continue  # a session nested in it runs: it stays, whole, for the next prune
+    chosen = set(idle)
+    outer = [name for name in idle if not _outer_names(name, chosen)]
+    done: dict[str, list[Forgotten]] = {}
+    limiter = anyio.CapacityLimiter(_FORGET_AT_ONCE)
+
+    async def one(session_id: str) -> None:
+        async with limiter:
+            try:
+                done[session_id] = await _forget(storage, session_id, known)
+            except SessionLiveError:
+                pass  # a session nested in it runs: it stays, whole, for the next prune
+
+    async with anyio.create_task_group() as group:
+        for name in outer:
+            group.start_soon(one, name)
+    for forgotten in done.values():
         known -= {one.session_id for one in forgotten}
-        pruned += forgotten
-    return pruned
+    for name in idle:
+        if name not in done and name in known and name not in outer:
+            await one(name)
+            known -= {one.session_id for one in done.get(name, [])}
+    return [one for name in idle for one in done.get(name, [])]
+
+
+def _outer_names(name: str, among: set[str]) -> list[str]:
+    """The sessions among ``among`` that ``name`` is nested in (``<outer>.<...>``)."""
+    parts = name.split(".")
+    return [outer for outer in (".".join(parts[:end]) for end in range(1, len(parts))) if outer in among]
 
 
 def list_sessions_sync(*, state: Iterable[str] = (), older_than: timedelta | None = None) -> list[SessionInfo]:
