@@ -102,7 +102,8 @@ class Report:
     """Prefect's history of the runs after the prune, which it keeps by design: flow runs
     (with their task runs and logs) and the result records Prefect persisted itself."""
     kept: list[str] = field(default_factory=list)
-    """The result records Prefect persisted itself, outside nexusflow's folder."""
+    """The result records Prefect persisted itself, outside nexusflow's folder: on main, one
+    per sub-agent run (its ``[RunResult]``, keyed by a random hex), which prune cannot find."""
     times: dict[str, list[float]] = field(default_factory=dict)
     """Seconds each run took, by kind."""
     cpu: dict[str, float] = field(default_factory=dict)
@@ -161,7 +162,7 @@ class Report:
         kept = ", ".join(f"{count} {name}" for name, count in self.history.items())
         lines.append(f"kept as Prefect's history (not prune's): {kept}")
         if self.kept:
-            lines.append(f"  records Prefect persisted: {', '.join(self.kept[:5])}")
+            lines.append(f"  outside nexusflow/, not pruned: {', '.join(self.kept[:3])} ...")
         return "\n".join(lines)
 
 
@@ -477,7 +478,7 @@ async def finish(report: Report, prefix: str) -> None:
     report.left = await _left(prefix) | report.left
     report.history = await _history()
     report.kept = await _prefect_records()
-    report.history["result records Prefect persisted itself"] = len(report.kept)
+    report.history["result records Prefect persisted outside nexusflow/"] = len(report.kept)
 
 
 def _cpu() -> dict[str, float]:
@@ -495,7 +496,7 @@ def _progress(say: Callable[[str], None], report: Report, started: float) -> Non
         f"{done} runs, {time.perf_counter() - started:.0f} s: rss {values['rss'] / MIB:.1f} MiB, "
         f"fds {values['fds']:.0f}, threads {values['threads']:.0f}, children {values['children']:.0f}, "
         f"temp {values['temp files']:.0f}, limits {values['concurrency limits']:.0f}, "
-        f"artifacts {values['artifacts']:.0f}"
+        f"blocks {values['blocks']:.0f}, variables {values['variables']:.0f}, artifacts {values['artifacts']:.0f}"
     )
 
 
