@@ -103,7 +103,8 @@ class Report:
     (with their task runs and logs) and the result records Prefect persisted itself."""
     kept: list[str] = field(default_factory=list)
     """The result records Prefect persisted itself, outside nexusflow's folder: on main, one
-    per sub-agent run (its ``[RunResult]``, keyed by a random hex), which prune cannot find."""
+    per sub-agent run (its ``[RunResult]``, keyed by a random hex: the subflow inherits its
+    calling task's ``persist_result``), which prune cannot find."""
     times: dict[str, list[float]] = field(default_factory=dict)
     """Seconds each run took, by kind."""
     cpu: dict[str, float] = field(default_factory=dict)
