@@ -19,9 +19,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from helpers.servers import free_port, postgres, start_prefect_server, stop, wait_for_prefect_server
+from helpers.servers import (
+    free_port,
+    http_ok,
+    postgres,
+    spawn,
+    start_prefect_server,
+    stop,
+    wait_for_prefect_server,
+    wait_until,
+)
 
-__all__ = ["PrefectServer", "base_env", "prefect_server", "stop", "this_process_on_a_new_server", "tree_cpu"]
+__all__ = [
+    "PrefectServer",
+    "S3Topology",
+    "base_env",
+    "prefect_server",
+    "s3_topology",
+    "stop",
+    "this_process_on_a_new_server",
+    "tree_cpu",
+]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -139,3 +157,66 @@ def this_process_on_a_new_server(prefix: str, stack: ExitStack) -> PrefectServer
         }
     )
     return server
+
+
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+S3_BLOCK = "s3-bucket/nexusflow-results"
+
+
+@dataclass
+class S3Topology:
+    """tests/topology.py's servers without its work pool: a Prefect server on PostgreSQL and
+    moto's S3 server, whose bucket ``results`` is the saved ``S3Bucket`` block the runs
+    store their results in (``env``)."""
+
+    server: PrefectServer
+    s3_url: str
+    env: dict[str, str]
+    """What a machine needs to reach both: the API, the storage block, the S3 endpoint."""
+
+
+def s3_topology(root: Path, stack: ExitStack) -> S3Topology:
+    """The PostgreSQL + S3 topology on loopback, its files in ``root``, stopped with ``stack``."""
+    import anyio
+    import boto3
+
+    server = prefect_server("postgres", root / "server", stack)
+    port = free_port()
+    s3_url = f"http://127.0.0.1:{port}"
+    (root / "s3").mkdir(parents=True)
+    s3 = spawn(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        base_env(),
+        root / "s3",
+        root / "s3.log",
+        stack,
+    )
+    wait_until(http_ok(f"{s3_url}/moto-api/"), s3, "moto's S3 server", root / "s3.log", 60)
+    credentials = {key.lower(): value for key, value in S3_CREDENTIALS.items() if key != "AWS_DEFAULT_REGION"}
+    boto3.client("s3", endpoint_url=s3_url, region_name="us-east-1", **credentials).create_bucket(Bucket="results")
+    env = base_env() | S3_CREDENTIALS
+    env.update(
+        {
+            "PREFECT_API_URL": server.api_url,
+            "AWS_ENDPOINT_URL": s3_url,
+            "PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK": S3_BLOCK,
+            "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true",
+        }
+    )
+
+    async def save_block() -> None:
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+        from prefect_aws import AwsClientParameters, AwsCredentials, S3Bucket
+
+        saved = AwsCredentials(
+            aws_access_key_id=S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name=S3_CREDENTIALS["AWS_DEFAULT_REGION"],
+            aws_client_parameters=AwsClientParameters(endpoint_url=s3_url),
+        )
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            await saved.asave("nexusflow-results", overwrite=True)
+            await S3Bucket(bucket_name="results", credentials=saved).asave("nexusflow-results", overwrite=True)
+
+    anyio.run(save_block)
+    return S3Topology(server, s3_url, env)

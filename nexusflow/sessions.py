@@ -11,14 +11,19 @@ tells it apart within seconds.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
+from uuid import UUID
 
 import anyio
-from prefect.client.orchestration import get_client
+from prefect.client.orchestration import PrefectClient, get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, FlowRunFilter, FlowRunFilterName
+from prefect.exceptions import ObjectNotFound
+from prefect.filesystems import WritableFileSystem
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel
 
@@ -29,6 +34,7 @@ from ._server import use_server
 from ._storage import ROOT, read_record, session_prefix, step_storage
 from ._storage_tree import children, delete_record, delete_tree
 from .errors import SessionLiveError, argument_wrong, sessions_bad_duration, sessions_bad_state
+from .flows.report import ARTIFACTS, artifact_key
 from .memory import conversation_key, read_status
 
 State = Literal["running", "waiting", "completed", "failed", "crashed"]
@@ -40,6 +46,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _AT_ONCE = 16
 """Sessions read at once from storage."""
+_FORGET_AT_ONCE = 8
+"""Sessions forgotten at once by ``prune``: a handful of Prefect API calls each, on a server
+that answers too many at once with 503s (SQLite)."""
 
 
 class SessionInfo(BaseModel):
@@ -72,6 +81,9 @@ class Forgotten(BaseModel):
     conversation: bool
     lock: bool
     """Whether a crashed holder's session lock was left on the Prefect server and deleted."""
+    artifacts: int = 0
+    """Its artifacts deleted from the Prefect server (each run's transcript, summary and
+    progress); its flow runs, their task runs and logs stay: Prefect's history."""
 
 
 def duration(text: str) -> timedelta:
@@ -161,12 +173,17 @@ async def list_sessions(*, state: Iterable[str] = (), older_than: timedelta | No
 async def forget_session(session_id: str) -> list[Forgotten]:
     """Delete a session and the sessions nested in it (``<id>.<n>``: its sub-agents, its
     fan-out members, a conversation's exchanges): their records, a conversation kept under
-    the id, and a crashed holder's lock left on the server. A session that runs is refused
-    (``SessionLiveError``), and then nothing is deleted."""
+    the id, their artifacts on the Prefect server, and a crashed holder's lock left there.
+    A session that runs is refused (``SessionLiveError``), and then nothing is deleted."""
     check_session_id(session_id, "forget_session")
     use_server()
     storage = await step_storage()
-    names = [name for name in await children(storage, f"{ROOT}/sessions") if _within(name, session_id)]
+    return await _forget(storage, session_id, await children(storage, f"{ROOT}/sessions"))
+
+
+async def _forget(storage: WritableFileSystem, session_id: str, known: Iterable[str]) -> list[Forgotten]:
+    """``forget_session`` among the sessions ``known`` to the storage."""
+    names = [name for name in known if _within(name, session_id)]
     infos = [info for info in [await _info(name) for name in names] if info is not None]
     for info in infos:
         if info.state == "running":
@@ -179,11 +196,37 @@ async def forget_session(session_id: str) -> list[Forgotten]:
                 await delete(client, lock.id)
             records = await delete_tree(storage, session_prefix(name))
             conversation = await delete_record(storage, conversation_key(name)) if name == session_id else 0
-            if records or conversation or lock is not None:
+            artifacts = await _delete_artifacts(client, name)
+            if records or conversation or lock is not None or artifacts:
                 forgotten.append(
-                    Forgotten(session_id=name, records=records, conversation=bool(conversation), lock=lock is not None)
+                    Forgotten(
+                        session_id=name,
+                        records=records,
+                        conversation=bool(conversation),
+                        lock=lock is not None,
+                        artifacts=artifacts,
+                    )
                 )
     return forgotten
+
+
+async def _delete_artifacts(client: PrefectClient, name: str) -> int:
+    """The session's artifacts, every version of each key, on its own flow runs
+    (``agent-<id>``): another session whose id maps to the same key keeps its own."""
+    keys = ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key(kind, name) for kind in ARTIFACTS]))
+    runs = FlowRunFilter(name=FlowRunFilterName(any_=[f"agent-{name}"]))
+    deleted = 0
+    while found := await client.read_artifacts(artifact_filter=keys, flow_run_filter=runs, limit=200):
+        async with anyio.create_task_group() as group:
+            for artifact in found:
+                group.start_soon(_delete_artifact, client, artifact.id)
+        deleted += len(found)
+    return deleted
+
+
+async def _delete_artifact(client: PrefectClient, artifact: UUID) -> None:
+    with contextlib.suppress(ObjectNotFound):  # deleted by a forget beside this one
+        await client.delete_artifact(artifact)
 
 
 def _within(name: str, session_id: str) -> bool:
@@ -193,16 +236,42 @@ def _within(name: str, session_id: str) -> bool:
 async def prune_sessions(*, older_than: timedelta, state: Iterable[str] = ()) -> list[Forgotten]:
     """Forget every session idle for longer than ``older_than`` in one of ``state`` (by
     default completed, failed and crashed: a waiting request stays until it is answered or
-    named). A running session is never pruned."""
+    named). A running session is never pruned. Sessions nested in none of the others are
+    forgotten ``_FORGET_AT_ONCE`` at a time (their trees are apart), then, one by one, the
+    nested ones whose outer session was refused because a session in it runs."""
     wanted = states(state) or set(PRUNED)
     wanted.discard("running")
-    pruned: list[Forgotten] = []
-    for info in await list_sessions(state=sorted(wanted), older_than=older_than):
-        try:
-            pruned += await forget_session(info.session_id)
-        except SessionLiveError:
-            continue  # a session nested in it runs: it stays, whole, for the next prune
-    return pruned
+    idle = [info.session_id for info in await list_sessions(state=sorted(wanted), older_than=older_than)]
+    storage = await step_storage()
+    known = set(await children(storage, f"{ROOT}/sessions"))
+    chosen = set(idle)
+    outer = [name for name in idle if not _outer_names(name, chosen)]
+    done: dict[str, list[Forgotten]] = {}
+    limiter = anyio.CapacityLimiter(_FORGET_AT_ONCE)
+
+    async def one(session_id: str) -> None:
+        async with limiter:
+            try:
+                done[session_id] = await _forget(storage, session_id, known)
+            except SessionLiveError:
+                pass  # a session nested in it runs: it stays, whole, for the next prune
+
+    async with anyio.create_task_group() as group:
+        for name in outer:
+            group.start_soon(one, name)
+    for forgotten in done.values():
+        known -= {one.session_id for one in forgotten}
+    for name in idle:
+        if name not in done and name in known and name not in outer:
+            await one(name)
+            known -= {one.session_id for one in done.get(name, [])}
+    return [one for name in idle for one in done.get(name, [])]
+
+
+def _outer_names(name: str, among: set[str]) -> list[str]:
+    """The sessions among ``among`` that ``name`` is nested in (``<outer>.<...>``)."""
+    parts = name.split(".")
+    return [outer for outer in (".".join(parts[:end]) for end in range(1, len(parts))) if outer in among]
 
 
 def list_sessions_sync(*, state: Iterable[str] = (), older_than: timedelta | None = None) -> list[SessionInfo]:

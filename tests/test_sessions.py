@@ -16,15 +16,23 @@ from uuid import UUID
 
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterState, FlowRunFilterStateType
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+)
 from prefect.client.schemas.objects import StateType
 from prefect.utilities.asyncutils import run_coro_as_sync
 
 from nexusflow import Answer, ModelRequest, Toolkit, create_in_process_client, current_answer, suspend, tool
 from nexusflow._lease import lock_name
 from nexusflow.errors import ResumeError
+from nexusflow.flows.report import artifact_key
 from nexusflow.memory import SessionStore
-from nexusflow.sessions import session_info
+from nexusflow.sessions import forget_session, session_info
 from nexusflow.testing import ScriptedModel
 
 from conftest import HELPERS
@@ -375,6 +383,34 @@ def test_prune_removes_the_idle_sessions_of_the_states_it_is_given(asking, sessi
     bad = nexusflow("prune", "--older-than", "a week")
     assert bad.returncode == 2
     assert "is not a duration" in bad.stderr
+
+
+async def _artifact_keys(*session_ids: str) -> list[str]:
+    keys = [artifact_key(kind, name) for name in session_ids for kind in ("transcript", "summary")]
+    async with get_client() as client:
+        found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys)))
+    return sorted(str(artifact.key) for artifact in found)
+
+
+async def test_forget_deletes_the_session_s_artifacts_and_not_another_s_of_the_same_key(session_id):
+    """A finished session's transcript and summary (of each of its runs, its nested
+    sessions' too; and a progress bar, for a run longer than a second) go with it; a
+    session whose id maps to the same artifact key keeps its own."""
+    client = create_in_process_client(lambda request: "hi")
+    ours, twin = f"{session_id}.x", f"{session_id}-x"
+    assert artifact_key("transcript", ours) == artifact_key("transcript", twin)
+    for name in (ours, ours, twin):
+        assert (await client.run("hello", session_id=name)).status == "completed"
+    members = await client.map(["a", "b"], session_id=ours)
+    nested = [str(result.session_id) for result in members]
+    assert len(await _artifact_keys(ours, *nested)) == 2 * 3 + 2 * 2, "two runs of ours, one of the twin, two members"
+
+    forgotten = await forget_session(ours)
+
+    by_name = {one.session_id: one.artifacts for one in forgotten}
+    assert by_name[ours] >= 4 and all(by_name[name] >= 2 for name in nested), by_name
+    assert await _artifact_keys(*nested) == []
+    assert await _artifact_keys(ours) == sorted(artifact_key(kind, twin) for kind in ("transcript", "summary"))
 
 
 @pytest.mark.slow

@@ -749,6 +749,7 @@ def _report_forgotten(forgotten: list[Forgotten], asked: str) -> None:
         print(f"nexusflow: nothing of session {asked} was found", file=sys.stderr)
     for one in forgotten:
         also = [what for what, removed in (("its conversation", one.conversation), ("its lock", one.lock)) if removed]
+        also += [_count(one.artifacts, "artifact")] if one.artifacts else []
         print(f"forgot {one.session_id}: {_count(one.records, 'record')}{''.join(', ' + a for a in also)}")
 
 

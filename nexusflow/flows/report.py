@@ -14,6 +14,9 @@ from .._secrets import redact
 from ..messages import AssistantMessage, Message, RunResult, SystemMessage, ToolMessage, UserMessage
 from .steps import StepEntry
 
+ARTIFACTS = ("transcript", "summary", "progress")
+"""The kinds of artifact a run keys by its session."""
+
 
 def artifact_key(kind: str, session_id: str) -> str:
     """``<kind>-<session>`` in the only characters Prefect takes in a key."""
