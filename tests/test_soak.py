@@ -32,7 +32,6 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.slow,
     pytest.mark.timeout(6 * RUNS),
-    pytest.mark.xdist_group("heavy"),
     pytest.mark.usefixtures("prefect_server"),
 ]
 
