@@ -83,8 +83,9 @@ async def held(client: PrefectClient, name: str) -> GlobalConcurrencyLimitRespon
 
 
 async def create(client: PrefectClient, name: str) -> uuid.UUID | None:
-    """The new lock's id, or None when another contender created it first. A read comes
-    first: a create that conflicts makes the server log a traceback."""
+    """The new lock's id, or None when another contender created it first. A create that
+    conflicts makes the server log a traceback: a session's lease creates first (most
+    sessions are free, and the read would cost every run a round trip), a slot reads first."""
     async for attempt in api_retrying(ATTEMPTS):
         with attempt:
             try:
