@@ -8,7 +8,10 @@ that answers), in one process, against one ``prefect server start`` (SQLite or P
 - nexusflow: ``create_in_process_client`` with an instant model and an instant tool;
 - PrefectDurability: pydantic-ai's current Prefect integration, an ``Agent`` with the
   capability, run inside a flow (``_prefect_durability.py``);
-- PrefectAgent: pydantic-ai's deprecated wrapper (``_prefect_agent.py``), while it exists.
+- PrefectAgent: pydantic-ai's deprecated wrapper (``_prefect_agent.py``), while it exists;
+- on request (``--contenders``), what a guarantee costs: ``no-lease``, nexusflow without its
+  session lease (no lock, no heartbeat), and ``no-artifacts``, without its transcript and
+  summary artifacts (both made by patching this process, never the library).
 
 Each repetition (``--repeats``) measures, the contenders interleaved in a rotating order:
 
@@ -28,6 +31,7 @@ the end.
     python benchmarks/fixed_cost.py                         # SQLite, 5 repetitions, 20 gathered
     python benchmarks/fixed_cost.py --server postgres
     python benchmarks/fixed_cost.py --repeats 1 --gathered 5 --contenders nexusflow,durability
+    python benchmarks/fixed_cost.py --contenders floor,nexusflow,durability,no-lease,no-artifacts
 
 Needs the ``bench`` extra (pydantic-ai); PostgreSQL needs its binaries (as the tests do).
 """
@@ -41,8 +45,8 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from contextlib import ExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +56,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _servers import PrefectServer, this_process_on_a_new_server
 from loop_overhead import RETRIED, Floor, Nexusflow, Theirs, drain, load, mark_model_call, measure
 
-CONTENDERS = ("floor", "nexusflow", "durability", "prefectagent")
-LABELS = {"floor": "floor", "nexusflow": "nexusflow", "durability": "PrefectDurability", "prefectagent": "PrefectAgent"}
+CONTENDERS = ("floor", "nexusflow", "durability", "prefectagent", "no-lease", "no-artifacts")
+DEFAULT = CONTENDERS[:4]
+LABELS = {
+    "floor": "floor",
+    "nexusflow": "nexusflow",
+    "durability": "PrefectDurability",
+    "prefectagent": "PrefectAgent",
+    "no-lease": "nexusflow -lease",
+    "no-artifacts": "nexusflow -artifacts",
+}
 TURNS = 2
 RETRYABLE = frozenset({408, 423, 429, 500, 502, 503, 504})
 REQUESTS: Counter[str] = Counter()
@@ -88,6 +100,51 @@ def count_requests() -> None:
 
     httpx.AsyncClient.send = counted  # type: ignore[method-assign, assignment]
     httpx.Client.send = counted_sync  # type: ignore[method-assign, assignment]
+
+
+class Without:
+    """nexusflow with one guarantee turned off, to measure what it costs (made by patching
+    this process for its runs: a benchmark's means, never the library's): ``no-lease``, no
+    session lease (no lock created and deleted, no heartbeat); ``no-artifacts``, no transcript
+    and summary artifacts."""
+
+    def __init__(self, ours: Nexusflow, what: str) -> None:
+        self.ours = ours
+        self.what = what
+
+    @contextmanager
+    def patched(self) -> Iterator[None]:
+        agent = sys.modules["nexusflow.flows.agent"]
+        attribute = "session_lease" if self.what == "no-lease" else "publish"
+        saved = getattr(agent, attribute)
+        setattr(agent, attribute, _no_lease if self.what == "no-lease" else _no_artifacts)
+        try:
+            yield
+        finally:
+            setattr(agent, attribute, saved)
+
+    def fresh(self, turns: int) -> Callable[[], Awaitable[None]]:
+        run = self.ours.fresh(turns)
+
+        async def patched_run() -> None:
+            with self.patched():
+                await run()
+
+        return patched_run
+
+
+class _Unchecked:
+    async def check(self) -> None:
+        return None
+
+
+@asynccontextmanager
+async def _no_lease(session_id: str, flow_run_id: str) -> AsyncIterator[_Unchecked]:
+    yield _Unchecked()
+
+
+async def _no_artifacts(result: Any, entries: Any) -> None:
+    return None
 
 
 class Durability:
@@ -156,7 +213,10 @@ async def bench(options: argparse.Namespace, server: PrefectServer) -> dict[str,
             "durability": Durability,
             "prefectagent": Theirs,
         }
-        contenders = {name: makers[name]() for name in options.contenders}
+        contenders = {name: makers[name]() for name in options.contenders if name in makers}
+        for name in options.contenders:
+            if name not in makers:  # one nexusflow client, a guarantee turned off
+                contenders[name] = Without(contenders.get("nexusflow") or Nexusflow(toolkit, TURNS), name)
         started = time.perf_counter()
         for contender in contenders.values():  # flow and task registration, storage: not counted
             await contender.fresh(TURNS)()
@@ -303,5 +363,7 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--gathered", type=int, default=20, help="runs at once in one process (0: skip)")
     parser.add_argument("--idle", type=float, default=2.5, help="seconds after each run (logs go every 2 s)")
-    parser.add_argument("--contenders", type=_contenders, default=list(CONTENDERS), help=",".join(CONTENDERS))
+    parser.add_argument(
+        "--contenders", type=_contenders, default=list(DEFAULT), help=f"{','.join(CONTENDERS)} (default: the first 4)"
+    )
     main(parser.parse_args())
