@@ -111,17 +111,24 @@ class Without:
     def __init__(self, ours: Nexusflow, what: str) -> None:
         self.ours = ours
         self.what = what
+        self.running = 0
+        """Its runs under way: gathered runs patch once, and the last one out restores."""
+        self.saved: Any = None
 
     @contextmanager
     def patched(self) -> Iterator[None]:
         agent = sys.modules["nexusflow.flows.agent"]
         attribute = "session_lease" if self.what == "no-lease" else "publish"
-        saved = getattr(agent, attribute)
-        setattr(agent, attribute, _no_lease if self.what == "no-lease" else _no_artifacts)
+        if not self.running:
+            self.saved = getattr(agent, attribute)
+            setattr(agent, attribute, _no_lease if self.what == "no-lease" else _no_artifacts)
+        self.running += 1
         try:
             yield
         finally:
-            setattr(agent, attribute, saved)
+            self.running -= 1
+            if not self.running:
+                setattr(agent, attribute, self.saved)
 
     def fresh(self, turns: int) -> Callable[[], Awaitable[None]]:
         run = self.ours.fresh(turns)
