@@ -142,12 +142,13 @@ def prefect_server(backend: str, root: Path, stack: ExitStack) -> PrefectServer:
     return PrefectServer(api_url, server, cluster, time.monotonic() - started, log)
 
 
-def this_process_on_a_new_server(prefix: str, stack: ExitStack) -> PrefectServer:
-    """A ``prefect server start`` on SQLite in a temp dir (removed with ``stack``), and this
-    process pointed at it with a Prefect home and result storage of its own."""
+def this_process_on_a_new_server(prefix: str, stack: ExitStack, backend: str = "sqlite") -> PrefectServer:
+    """A ``prefect server start`` on ``backend`` (``prefect_server``) in a temp dir (removed
+    with ``stack``), and this process pointed at it with a Prefect home and result storage
+    of its own."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
     stack.callback(shutil.rmtree, root, True)
-    server = prefect_server("sqlite", root / "server", stack)
+    server = prefect_server(backend, root / "server", stack)
     os.environ.update(
         {
             "PREFECT_API_URL": server.api_url,

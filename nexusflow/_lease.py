@@ -47,17 +47,20 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
     name = lock_name(session_id)
     started = time.monotonic()
     watch = Watch()
+    free = True  # a session is free on most runs: its lock is created at once, without a read
     while True:
         if time.monotonic() - started >= GIVE_UP_AFTER:
             raise SessionLockError(session_id, name, GIVE_UP_AFTER)
-        lock = await held(client, name)
-        if lock is None:
+        if free:
             created = await create(client, name)
             if created is not None:
                 return created
+        lock = await held(client, name)
+        free = lock is None
+        if lock is None:
             continue
         if not lock.active_slots:  # a free limit of nexusflow's earlier leases: nobody holds it
-            await delete(client, lock.id)
+            free = await delete(client, lock.id)
             continue
         beat = await read_record(Heartbeat, *_where(session_id), storage=storage)
         verdict = watch.verdict(lock.id, beat)
@@ -73,7 +76,7 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
                 holder,
                 time.monotonic() - watch.since,
             )
-            await delete(client, lock.id)
+            free = await delete(client, lock.id)
             continue
         await anyio.sleep(_locks.BEAT_SECONDS / 2)
 

@@ -52,8 +52,10 @@ STALE_AFTER = 8.0
 """Seconds without a beat after which a contender takes a lock over."""
 ATTEMPTS = 5
 """Tries of each call to the server: a busy SQLite server answers 503 now and then."""
-DELETE_ATTEMPTS = 10
-"""Tries of a delete, from 50 ms apart: a busy SQLite server refuses most let-goes once or twice."""
+DELETE_ATTEMPTS = 12
+"""Tries of a delete, from 10 ms apart (about 20 s in all): a busy SQLite server refuses a
+let-go when another write commits between the delete's read and its write, a window of
+milliseconds, so the first tries come soon."""
 
 
 class Beat(BaseModel):
@@ -83,8 +85,9 @@ async def held(client: PrefectClient, name: str) -> GlobalConcurrencyLimitRespon
 
 
 async def create(client: PrefectClient, name: str) -> uuid.UUID | None:
-    """The new lock's id, or None when another contender created it first. A read comes
-    first: a create that conflicts makes the server log a traceback."""
+    """The new lock's id, or None when another contender created it first. A create that
+    conflicts makes the server log a traceback: a session's lease creates first (most
+    sessions are free, and the read would cost every run a round trip), a slot reads first."""
     async for attempt in api_retrying(ATTEMPTS):
         with attempt:
             try:
@@ -111,8 +114,8 @@ async def _delete_once(client: PrefectClient, lock_id: uuid.UUID) -> httpx.Respo
 
 async def delete(client: PrefectClient, lock_id: uuid.UUID) -> bool:
     """Whether this call deleted the lock (the route takes an id as well as a name); a 503 is
-    retried after 50 ms, then longer."""
-    async for attempt in api_retrying(DELETE_ATTEMPTS, first_wait=0.05):
+    retried after 10 ms, then longer."""
+    async for attempt in api_retrying(DELETE_ATTEMPTS, first_wait=0.01):
         with attempt:
             response = await _delete_once(client, lock_id)
             if response.status_code == 404:

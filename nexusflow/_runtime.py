@@ -8,6 +8,8 @@ system prompt, a tool, or a transport's environment."""
 
 from __future__ import annotations
 
+import asyncio
+
 from ._digest import digest
 from .events import Emit
 from .messages import Answer, Request
@@ -22,7 +24,7 @@ class LiveRun:
     given to the run's pending requests (keyed by ``bound``: an answer is for one call with
     its arguments) and the flow run that ended waiting for them."""
 
-    __slots__ = ("answered", "answers", "emit", "fallbacks", "options", "toolkit", "transport")
+    __slots__ = ("answered", "answers", "emit", "fallbacks", "finishing", "options", "toolkit", "transport")
 
     def __init__(
         self,
@@ -42,6 +44,18 @@ class LiveRun:
         self.answered = answered
         self.fallbacks = fallbacks
         """The fallback clients' names and transports, asked in order when a quota is spent."""
+        self.finishing: list[asyncio.Task[None]] = []
+        """What the flow left to finish after its return (its artifacts): ``Client.run`` awaits it."""
+
+    async def finished(self) -> None:
+        """Await what the flow left to finish; the first failure is raised, the rest cancelled."""
+        tasks, self.finishing = self.finishing, []
+        try:
+            for task in tasks:
+                await task
+        finally:
+            for task in tasks:
+                task.cancel()
 
     def __repr__(self) -> str:
         return f"<LiveRun of {len(self.toolkit.specs())} tools>"

@@ -10,12 +10,13 @@ from typing import Any, Generic, TypeVar, overload
 
 import anyio
 from prefect.client.schemas.objects import State
-from prefect.context import FlowRunContext, SyncClientContext
+from prefect.context import FlowRunContext
 from prefect.transactions import CommitMode, atransaction, get_transaction
 from prefect.utilities.annotations import quote
 from prefect.utilities.asyncutils import run_coro_as_sync
 
 from ._checks import build, check_session_id, function, text, texts
+from ._clients import run_clients
 from ._position import child_session_id
 from ._retry import FailedOnTheApi, api_retrying, is_transient
 from ._runtime import LiveRun, bound
@@ -362,7 +363,7 @@ class Client(Generic[OutputT]):
         async with _committed_as_they_finish():
             if subflow:
                 started = agent_run_storing_in(await step_storage())
-                with SyncClientContext.get_or_create():  # one client for Prefect's own sync calls in the run
+                async with run_clients():
                     outcome = await started(
                         session_id=session_id,
                         prompt=preview(record.prompt),
@@ -370,11 +371,13 @@ class Client(Generic[OutputT]):
                         live=live,
                         return_state=True,
                     )
+                    await live.finished()
                 result = await self._result(outcome, session_id)
             else:
                 value = await agent_run.fn(
                     session_id=session_id, prompt=preview(record.prompt), inputs=reference, live=live
                 )
+                await live.finished()
                 result = RunResult.model_validate(_unquoted(value.data if isinstance(value, State) else value))
         if result.status == "pending":
             await sessions.save(

@@ -170,7 +170,7 @@ async def test_a_holder_that_stood_still_and_lost_its_lock_stops_before_its_next
 @pytest.mark.usefixtures("own_events_worker")
 async def test_a_lock_delete_refused_with_503_is_retried_by_nexusflow_not_by_prefects_client(session_id, caplog):
     """What a busy SQLite server answers to most let-goes. Prefect's client would wait 2 s
-    before its first retry (even with its retries off); nexusflow's own retry waits 50 ms."""
+    before its first retry (even with its retries off); nexusflow's own retry waits 10 ms."""
     caplog.set_level(logging.DEBUG, logger="prefect.client")
     with flaky_api(os.environ["PREFECT_API_URL"], failures=2, route=DELETE_LOCK) as (url, refused):
         with temporary_settings({PREFECT_API_URL: url}):

@@ -174,6 +174,13 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                 group.start_soon(progress.finish, outcome)
         notify.run_ended(outcome)
 
+    def finish(outcome: RunResult) -> None:
+        """The run's artifacts and event go out while Prefect records the flow run's final
+        state (two round trips at once cost one); ``Client.run`` awaits them before it
+        returns. They start once the lease is let go: the server deletes a lock by reading it
+        and then writing, and on SQLite another write in between makes it answer 503."""
+        live.finishing.append(asyncio.create_task(ended(outcome)))
+
     async def remember(kind: str, inputs: dict[str, object], produce: Callable[[], Awaitable[str]]) -> tuple[str, bool]:
         key = step_key(session_id, 0, kind, 0, inputs)
         task = steps.configured(remembered, options.task_config.wait)
@@ -182,7 +189,6 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         check_stored(kind, key, replayed)
         return value, replayed
 
-    publishing: asyncio.Task[None] | None = None
     try:
         async with session_lease(session_id, run_id) as lease:
             holding = True
@@ -249,12 +255,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                     await _left(session_id, run_id, state, exc)
                 raise
             await write_status(session_id, _status(outcome))
-            # Published while the lease is released: the server answers slowly right after a long
-            # run (it still digests the run's events), and two round trips at once cost one.
-            publishing = asyncio.create_task(ended(outcome))
     except Exception as exc:
-        if publishing is not None:  # the lease's release failed: the run ends failed instead
-            publishing.cancel()
         waiting = unwrap(exc)
         if isinstance(waiting, SessionTakenOverError):
             holding = False
@@ -271,7 +272,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                 notify.answer_command(None, session_id, run_id),
             )
             outcome = result("pending", request=waiting.request)
-            await ended(outcome)
+            finish(outcome)
             # A Paused-type state: Prefect's filters, dashboards and UI count the run as waiting,
             # not done. It never times out and is not Prefect's to resume: answering the
             # request resumes the session in a new flow run, which marks this one Answered.
@@ -284,9 +285,9 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         error = describe(failure)
         logger.error("run failed: %s", error, exc_info=not isinstance(waiting, NexusflowError))
         outcome = result("failed", error=error, error_type=type(failure).__name__)
-        await ended(outcome)
+        finish(outcome)
         return Failed(message=outcome.error, data=quote(outcome))  # type: ignore[return-value]
-    await publishing
+    finish(outcome)
     return quote(outcome)
 
 
