@@ -102,9 +102,9 @@ class Report:
     """Prefect's history of the runs after the prune, which it keeps by design: flow runs
     (with their task runs and logs) and the result records Prefect persisted itself."""
     kept: list[str] = field(default_factory=list)
-    """The result records Prefect persisted itself, outside nexusflow's folder: on main, one
-    per sub-agent run (its ``[RunResult]``, keyed by a random hex: the subflow inherits its
-    calling task's ``persist_result``), which prune cannot find."""
+    """The result records Prefect persisted itself, outside nexusflow's folder, which prune
+    cannot find: one per sub-agent run until a run started in a task kept its own
+    ``persist_result`` (the subflow inherited its calling task's); none since."""
     times: dict[str, list[float]] = field(default_factory=dict)
     """Seconds each run took, by kind."""
     cpu: dict[str, float] = field(default_factory=dict)

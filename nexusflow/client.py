@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Generic, TypeVar, overload
 
 import anyio
 from prefect.client.schemas.objects import State
-from prefect.context import FlowRunContext
+from prefect.context import FlowRunContext, TaskRunContext
 from prefect.transactions import CommitMode, atransaction, get_transaction
 from prefect.utilities.annotations import quote
 from prefect.utilities.asyncutils import run_coro_as_sync
@@ -80,6 +80,20 @@ async def _committed_as_they_finish() -> AsyncIterator[None]:
         yield
         return
     async with atransaction(commit_mode=CommitMode.EAGER):
+        yield
+
+
+@contextmanager
+def _its_own_result_setting() -> Iterator[None]:
+    """A run started inside a task run (a tool that runs an agent, a user's @task) keeps its
+    flow's ``persist_result=False``: Prefect reads the calling task's setting first, and would
+    write the sub-agent's result to a record under a random key at the storage's root, that
+    nothing names and ``prune`` cannot find. Its steps are stored as nexusflow's records."""
+    task = TaskRunContext.get()
+    if task is None or not task.persist_result:
+        yield
+        return
+    with task.model_copy(update={"persist_result": False}):
         yield
 
 
@@ -364,13 +378,14 @@ class Client(Generic[OutputT]):
             if subflow:
                 started = agent_run_storing_in(await step_storage())
                 async with run_clients():
-                    outcome = await started(
-                        session_id=session_id,
-                        prompt=preview(record.prompt),
-                        inputs=reference,
-                        live=live,
-                        return_state=True,
-                    )
+                    with _its_own_result_setting():
+                        outcome = await started(
+                            session_id=session_id,
+                            prompt=preview(record.prompt),
+                            inputs=reference,
+                            live=live,
+                            return_state=True,
+                        )
                     await live.finished()
                 result = await self._result(outcome, session_id)
             else:

@@ -87,6 +87,19 @@ async def test_the_sub_agent_runs_nested_in_the_tool_calls_task_run(session_id):
     assert str(tool_run.flow_run_id) == result.flow_run_id
 
 
+async def test_a_sub_agent_leaves_no_result_record_outside_nexusflows_own(session_id, storage):
+    """Prefect persists a subflow's return value when the task run it is called in persists
+    its results (the task's setting is read before the flow's ``persist_result=False``): a
+    record under a random key at the storage's root, that nothing names and ``prune`` cannot
+    find (the soak found one per sub-agent run)."""
+    before = set(storage.iterdir()) if storage.exists() else set()
+    reviewer = create_in_process_client(ScriptedModel(["Approved."])).as_tool(name="reviewer", description="Review.")
+    writer = create_in_process_client(ScriptedModel([review_call(), "published"]))
+    result = await writer.run("Write a line and have it reviewed.", Toolkit([reviewer]), session_id=session_id)
+    assert result.status == "completed", result.error
+    assert sorted(path.name for path in set(storage.iterdir()) - before if path.name != "nexusflow") == []
+
+
 @pytest.mark.slow
 async def test_a_typed_sub_agent_gives_json_a_failed_one_its_error_a_pending_one_its_question(session_id):
     @tool

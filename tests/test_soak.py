@@ -41,6 +41,7 @@ async def test_a_soak_of_the_mix_grows_nothing_and_prune_leaves_nothing_of_it(tm
     print(report.text())
     assert report.growing() == [], report.text()
     assert report.leftovers() == {}, report.text()
+    assert report.kept == [], "no result record Prefect persisted outside nexusflow/, which prune cannot find"
     assert report.pruned >= RUNS, "every run's session (and its nested ones) was pruned"
 
 
