@@ -27,6 +27,7 @@ from prefect.filesystems import WritableFileSystem
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel
 
+from ._artifact_keys import ARTIFACTS, artifact_key
 from ._checks import check_session_id
 from ._lease import Heartbeat, lock_name
 from ._locks import STALE_AFTER, delete, held
@@ -34,7 +35,6 @@ from ._server import use_server
 from ._storage import ROOT, read_record, session_prefix, step_storage
 from ._storage_tree import children, delete_record, delete_tree
 from .errors import SessionLiveError, argument_wrong, sessions_bad_duration, sessions_bad_state
-from .flows.report import ARTIFACTS, artifact_key
 from .memory import conversation_key, read_status
 
 State = Literal["running", "waiting", "completed", "failed", "crashed"]

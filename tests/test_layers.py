@@ -26,6 +26,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
         3,
         (
             "nexusflow._position",
+            "nexusflow._artifact_keys",
+            "nexusflow._clients",
             "nexusflow._storage",
             "nexusflow._storage_tree",
             "nexusflow._concurrency",

@@ -28,9 +28,9 @@ from prefect.client.schemas.objects import StateType
 from prefect.utilities.asyncutils import run_coro_as_sync
 
 from nexusflow import Answer, ModelRequest, Toolkit, create_in_process_client, current_answer, suspend, tool
+from nexusflow._artifact_keys import artifact_key
 from nexusflow._lease import lock_name
 from nexusflow.errors import ResumeError
-from nexusflow.flows.report import artifact_key
 from nexusflow.memory import SessionStore
 from nexusflow.sessions import forget_session, session_info
 from nexusflow.testing import ScriptedModel

@@ -29,6 +29,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.settings import get_current_settings
 from pydantic import TypeAdapter
 
+from .._artifact_keys import artifact_key
 from .._checks import check_session_id
 from .._imports import import_output_type, import_tools
 from .._server import use_server
@@ -69,7 +70,6 @@ from ..errors import (
     usage_tools,
 )
 from ..flows.agent import AWAITING
-from ..flows.report import artifact_key
 from ..memory import SessionStore, read_inputs
 from ..messages import Answer, RunResult
 from ..output import OutputSpec

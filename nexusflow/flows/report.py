@@ -3,24 +3,16 @@ and the metrics) and a progress bar, as Prefect artifacts keyed by the session."
 
 from __future__ import annotations
 
-import re
 import time
 from uuid import UUID
 
 import anyio
 from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifact, aupdate_progress_artifact
 
+from .._artifact_keys import artifact_key
 from .._secrets import redact
 from ..messages import AssistantMessage, Message, RunResult, SystemMessage, ToolMessage, UserMessage
 from .steps import StepEntry
-
-ARTIFACTS = ("transcript", "summary", "progress")
-"""The kinds of artifact a run keys by its session."""
-
-
-def artifact_key(kind: str, session_id: str) -> str:
-    """``<kind>-<session>`` in the only characters Prefect takes in a key."""
-    return f"{kind}-" + (re.sub(r"[^a-z0-9-]+", "-", session_id.lower()).strip("-") or "run")
 
 
 def transcript(messages: list[Message]) -> str:
