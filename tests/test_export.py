@@ -444,6 +444,23 @@ async def test_an_exported_acp_session_fails_with_the_pinned_diff_when_the_promp
     ], diff
 
 
+async def test_an_acp_session_whose_tool_record_is_gone_is_refused(agent, storage, tmp_path, session_id):
+    """The exported agent says what each of its tool calls received: without the call's record
+    it could not, and the export says which call rather than write a cassette that lies."""
+    agent.script(ACP_TURNS)
+    assert (await acp_run(acp_client(agent), session_id)).status == "completed"
+    (record,) = (storage / "nexusflow" / "sessions" / session_id / "steps").glob("0/tool/*")
+    record.unlink()
+    path = tmp_path / "acp.json"
+    with pytest.raises(CassetteExportError) as caught:
+        await export_cassette(session_id, path, style="scripted")
+    assert str(caught.value) == (
+        f"cassette export: turn 0 of session {session_id!r} called add, whose record is not in the result"
+        " storage; the exported agent could not say what it received"
+    )
+    assert not path.exists()
+
+
 PENDING = "pending: May I deploy web? (the turn ends until it is answered)"
 
 
