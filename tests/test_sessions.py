@@ -392,6 +392,7 @@ async def _artifact_keys(*session_ids: str) -> list[str]:
     return sorted(str(artifact.key) for artifact in found)
 
 
+@pytest.mark.slow  # five runs, a fan-out and a forget: 5-16 s
 async def test_forget_deletes_the_session_s_artifacts_and_not_another_s_of_the_same_key(session_id):
     """A finished session's transcript and summary (of each of its runs, its nested
     sessions' too; and a progress bar, for a run longer than a second) go with it; a
