@@ -63,6 +63,15 @@ def scratch_dirs() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("nexusflow-cli-*")}
 
 
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launches' scratch folders in a temporary folder of this test's: in the shared one,
+    another xdist worker's launch made and removed its own between the two looks."""
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+
+
 # ---- styles: argv and channels ---------------------------------------------------------
 
 
@@ -193,7 +202,7 @@ async def test_empty_reply(fake, reply):
 
 
 @pytest.mark.slow
-async def test_timeout_kills_the_whole_process_group(fake):
+async def test_timeout_kills_the_whole_process_group(fake, private_tmp):
     fake.script({"child": True, "sleep": 60})
     before = scratch_dirs()
     with pytest.raises(CliError, match="^cli: timed out after 1500ms$"):
@@ -257,7 +266,7 @@ async def test_large_stdout_and_stderr_are_drained_without_deadlock(fake):
     assert (await transport(STDIN_STYLE, timeout=60).generate(request())).content == big
 
 
-async def test_temp_files_are_removed_on_every_path(fake):
+async def test_temp_files_are_removed_on_every_path(fake, private_tmp):
     before = scratch_dirs()
     file_style = CliStyle(name="f", args=["{{file}}", "-o", "{{out}}"], prompt_mode="file", answer="file", verified="x")
     fake.script({"out": "fine"}, {"exit": 2, "stderr": "boom"}, {"stdout": "no file written"})
