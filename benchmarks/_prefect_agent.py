@@ -10,17 +10,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 
-def prefect_agent(target: dict[str, int], name: str, on_model_call: Callable[[], None] | None = None) -> Any:
-    """A PrefectAgent whose runs take ``target["turns"]`` model requests (one tool call on
-    each but the last), read at every request: one agent (one flow) for every run length.
-    ``on_model_call`` is called at every model request (the benchmark's clock marks)."""
+def workload_agent(
+    target: dict[str, int], name: str, on_model_call: Callable[[], None] | None = None, **options: Any
+) -> Any:
+    """The workload as a plain ``Agent`` (``options`` go to it: PrefectDurability's
+    capability): ``target["turns"]`` model requests, read at every request, one tool call on
+    each but the last. ``on_model_call`` is called at every model request (the benchmark's
+    clock marks)."""
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # PrefectAgent is deprecated for PrefectDurability
-        from pydantic_ai.durable_exec.prefect import PrefectAgent
 
     async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if on_model_call is not None:
@@ -30,16 +29,23 @@ def prefect_agent(target: dict[str, int], name: str, on_model_call: Callable[[],
             return ModelResponse(parts=[ToolCallPart("noop", {"step": step})])
         return ModelResponse(parts=[TextPart("done")])
 
-    agent = Agent(FunctionModel(respond), name=name)
+    agent = Agent(FunctionModel(respond), name=name, **options)
 
     @agent.tool_plain(name="noop")
     async def noop(step: int) -> int:
         """Returns its argument."""
         return step
 
+    return agent
+
+
+def prefect_agent(target: dict[str, int], name: str, on_model_call: Callable[[], None] | None = None) -> Any:
+    """The workload's agent wrapped in a PrefectAgent: one agent (one flow) for every run length."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return PrefectAgent(agent)
+        warnings.simplefilter("ignore")  # PrefectAgent is deprecated for PrefectDurability
+        from pydantic_ai.durable_exec.prefect import PrefectAgent
+
+        return PrefectAgent(workload_agent(target, name, on_model_call))
 
 
 def runner(name: str, on_model_call: Callable[[], None] | None = None) -> Callable[[int], Awaitable[None]]:

@@ -12,30 +12,11 @@ from typing import Any
 
 
 def durable_agent(target: dict[str, int], name: str, on_model_call: Callable[[], None] | None = None) -> Any:
-    """An ``Agent`` with ``PrefectDurability`` whose runs take ``target["turns"]`` model
-    requests (one tool call on each but the last), read at every request. ``on_model_call``
-    is called at every model request (the benchmark's clock marks)."""
-    from pydantic_ai import Agent
+    """The workload's agent (``_prefect_agent.workload_agent``) with ``PrefectDurability``."""
+    from _prefect_agent import workload_agent
     from pydantic_ai.durable_exec.prefect import PrefectDurability
-    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if on_model_call is not None:
-            on_model_call()
-        step = sum(isinstance(m, ModelResponse) for m in messages)
-        if step < target["turns"] - 1:
-            return ModelResponse(parts=[ToolCallPart("noop", {"step": step})])
-        return ModelResponse(parts=[TextPart("done")])
-
-    agent = Agent(FunctionModel(respond), name=name, capabilities=[PrefectDurability()])
-
-    @agent.tool_plain(name="noop")
-    async def noop(step: int) -> int:
-        """Returns its argument."""
-        return step
-
-    return agent
+    return workload_agent(target, name, on_model_call, capabilities=[PrefectDurability()])
 
 
 def runner(name: str, on_model_call: Callable[[], None] | None = None) -> Callable[[int], Awaitable[None]]:
