@@ -367,7 +367,10 @@ def test_forget_refuses_a_running_session_then_removes_every_record(tmp_path, se
 
 
 @pytest.mark.slow
-def test_prune_removes_the_idle_sessions_of_the_states_it_is_given(asking, session_id):
+def test_prune_removes_the_idle_sessions_of_the_states_it_is_given(asking, session_id, monkeypatch, tmp_path):
+    # A storage of its own: in the shared one, prune forgot every session the earlier tests of
+    # its worker had left (55 s of CI spent deleting them, and their records gone under them).
+    monkeypatch.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(tmp_path / "storage"))
     finished, waiting = f"{session_id}-done", f"{session_id}-asks"
     assert nexusflow("run", "hello", "--session", finished).returncode == 0
     asked = nexusflow("run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", waiting)
