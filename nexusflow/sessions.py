@@ -31,6 +31,7 @@ from ._artifact_keys import ARTIFACTS, artifact_key
 from ._checks import check_session_id
 from ._lease import Heartbeat, lock_name
 from ._locks import STALE_AFTER, delete, held
+from ._retry import api_retrying
 from ._server import use_server
 from ._storage import ROOT, read_record, session_prefix, step_storage
 from ._storage_tree import children, delete_record, delete_tree
@@ -191,12 +192,14 @@ async def _forget(storage: WritableFileSystem, session_id: str, known: Iterable[
     forgotten = []
     async with get_client() as client:
         for name in sorted(set(names) | {session_id}):
+            # The records last: they are how a prune finds the session, so a forget that failed
+            # midway (the API down) is finished by the next prune or forget.
+            artifacts = await _delete_artifacts(client, name)
             lock = await held(client, lock_name(name))
             if lock is not None:
                 await delete(client, lock.id)
             records = await delete_tree(storage, session_prefix(name))
             conversation = await delete_record(storage, conversation_key(name)) if name == session_id else 0
-            artifacts = await _delete_artifacts(client, name)
             if records or conversation or lock is not None or artifacts:
                 forgotten.append(
                     Forgotten(
@@ -217,16 +220,18 @@ async def _delete_artifacts(client: PrefectClient, name: str) -> int:
     runs = FlowRunFilter(name=FlowRunFilterName(any_=[f"agent-{name}"]))
     deleted = 0
     while found := await client.read_artifacts(artifact_filter=keys, flow_run_filter=runs, limit=200):
-        async with anyio.create_task_group() as group:
-            for artifact in found:
-                group.start_soon(_delete_artifact, client, artifact.id)
+        for artifact in found:  # one at a time: prune's forgets beside this one delete theirs too
+            await _delete_artifact(client, artifact.id)
         deleted += len(found)
     return deleted
 
 
 async def _delete_artifact(client: PrefectClient, artifact: UUID) -> None:
-    with contextlib.suppress(ObjectNotFound):  # deleted by a forget beside this one
-        await client.delete_artifact(artifact)
+    """A delete the server refused for being busy (SQLite's 503, once Prefect's own retries
+    are spent: seen in a prune of 300 sessions on a loaded machine) is tried again."""
+    async for attempt in api_retrying(first_wait=0.5):
+        with attempt, contextlib.suppress(ObjectNotFound):  # deleted by a forget beside this one
+            await client.delete_artifact(artifact)
 
 
 def _within(name: str, session_id: str) -> bool:

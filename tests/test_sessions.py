@@ -417,6 +417,46 @@ async def test_forget_deletes_the_session_s_artifacts_and_not_another_s_of_the_s
     assert await _artifact_keys(ours) == sorted(artifact_key(kind, twin) for kind in ("transcript", "summary"))
 
 
+@pytest.mark.slow  # a run, and the command in a process of its own
+async def test_a_forget_whose_artifact_deletes_meet_503s_tries_them_again(session_id, monkeypatch):
+    """SQLite's busy server answers 503; once Prefect's own retries are spent (none here) the
+    delete is tried again, and the forget ends with every artifact gone. A prune of 300
+    sessions on a loaded machine failed with a traceback at one such delete."""
+    from helpers.flaky_api import flaky_api
+
+    client = create_in_process_client(lambda request: "hi")
+    assert (await client.run("hello", session_id=session_id)).status == "completed"
+    assert len(await _artifact_keys(session_id)) == 2
+    with (
+        flaky_api(os.environ["PREFECT_API_URL"], failures=2, route="DELETE /api/artifacts/[^/]+") as (url, refused),
+        monkeypatch.context() as patched,
+    ):
+        patched.setenv("PREFECT_API_URL", url)
+        patched.setenv("PREFECT_CLIENT_MAX_RETRIES", "0")  # our retries, not the client's, are under test
+        forgot = nexusflow("forget", session_id)
+    assert len(refused) == 2
+    assert forgot.returncode == 0, forgot.stderr[-3000:]
+    assert "2 artifacts" in forgot.stdout, forgot.stdout
+    assert await _artifact_keys(session_id) == []
+
+    # Refused past every retry: one line, and the session stays whole for the next forget.
+    again = f"{session_id}-again"
+    assert (await client.run("hello", session_id=again)).status == "completed"
+    with (
+        flaky_api(os.environ["PREFECT_API_URL"], failures=100, route="DELETE /api/artifacts/[^/]+") as (url, refused),
+        monkeypatch.context() as patched,
+    ):
+        patched.setenv("PREFECT_API_URL", url)
+        patched.setenv("PREFECT_CLIENT_MAX_RETRIES", "0")
+        failed = nexusflow("forget", again)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr[-3000:]
+    said = "nexusflow: error: prefect: PrefectHTTPStatusError: Server error '503"
+    assert failed.stderr.startswith(said), failed.stderr
+    assert await session_info(again) is not None
+    assert nexusflow("forget", again).stdout.startswith(f"forgot {again}: ")
+    assert await session_info(again) is None and await _artifact_keys(again) == []
+
+
 @pytest.mark.slow
 async def test_thirty_finished_sessions_leave_no_session_lock(session_id):
     """Twenty at once in one process, then the last ten, each with a tool call: locks are

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 
 from cyclopts import App, CycloptsError, Parameter
 
-from ..errors import ArgumentError, NexusflowError, UsageError, usage_no_command, usage_no_styles_command
+from ..errors import (
+    ArgumentError,
+    NexusflowError,
+    PrefectApiError,
+    UsageError,
+    unwrap,
+    usage_no_command,
+    usage_no_styles_command,
+)
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -128,5 +136,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except NexusflowError as exc:
         print(f"nexusflow: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as exc:
+        from .._retry import is_transient
+
+        if not is_transient(exc):
+            raise
+        # The API down or busy past every retry: one line, and the command can be run again
+        # (a forget or a prune that stopped midway finishes then).
+        print(f"nexusflow: error: {PrefectApiError(unwrap(exc))}", file=sys.stderr)
         return EXIT_FAILED
     return status if isinstance(status, int) else 0
