@@ -30,6 +30,9 @@ HOME, Prefect home and temp dir) on a Prefect server on PostgreSQL with its resu
 bucket (moto's server), as ``tests/topology.py`` starts them; each worker samples itself,
 and this process, a third machine, prunes when both are done.
 
+It exits 1 when a measure grows or prune left something; ``--report`` writes the reports as
+JSON. ``tests/test_soak.py`` runs it with 200 runs in CI.
+
     python benchmarks/soak.py                    # 1000 runs on SQLite, one after another
     python benchmarks/soak.py --runs 200 --wave 6 --postgres
     python benchmarks/soak.py --topology --wave 6
@@ -48,6 +51,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -224,12 +228,21 @@ async def _limits(client: Any) -> list[str]:
             return [name for name in names if name.startswith("nexusflow-")]
 
 
+def _idle_pool_threads() -> int:
+    """AnyIO's worker threads waiting for work. The pool is bounded (its limiter's 40) and
+    grows to what a wave needs; an idle worker ends only when a later call finds it idle for
+    10 s, so their number swung between samples (6 to 15 threads in all over 200 runs) and
+    made the slope noise. A worker still busy when a sample is taken (no run is in flight
+    then) counts: a thread that never returns is a leak."""
+    return sum(1 for thread in threading.enumerate() if thread in getattr(thread, "idle_workers", ()))
+
+
 async def sample(tmp: Path, skip: set[int]) -> dict[str, float]:
     gc.collect()
     values = {
         "rss": _rss(),
         "fds": float(len(os.listdir("/proc/self/fd"))),
-        "threads": float(len(os.listdir("/proc/self/task"))),
+        "threads": float(len(os.listdir("/proc/self/task")) - _idle_pool_threads()),
         "children": float(len(_descendants(skip))),
         "temp files": float(len(os.listdir(tmp))),
     }
@@ -566,7 +579,8 @@ async def _records(prefix: str) -> list[str]:
     return [f"sessions/{name}" for name in await children(storage, f"{ROOT}/sessions") if prefix in name]
 
 
-def main(options: argparse.Namespace) -> None:
+def main(options: argparse.Namespace) -> int:
+    """0 when every measure is flat and prune left nothing; 1 otherwise."""
     import anyio
     from _servers import prefect_server
     from loop_overhead import load
@@ -574,7 +588,7 @@ def main(options: argparse.Namespace) -> None:
     if options.worker is not None:
         report = anyio.run(_worker, options)
         options.worker.write_text(json.dumps(dataclasses.asdict(report)))
-        return
+        return 0
     where = "PostgreSQL + S3, two workers" if options.topology else "PostgreSQL" if options.postgres else "SQLite"
     print(f"soak: {options.runs} runs, {where}, waves of {options.wave}; load {load()}", flush=True)
     with ExitStack() as stack:
@@ -596,15 +610,20 @@ def main(options: argparse.Namespace) -> None:
 
             reports = {"": anyio.run(go)}
             reports[""].cpu |= dict(zip(("the Prefect server", "its database"), server.cpu(), strict=True))
+    failed = False
     for name, report in reports.items():
         print(f"\n{name}" if name else "")
         print(report.text())
         growing, left = report.growing(), report.leftovers()
+        failed = failed or bool(growing or left)
         print(
             f"{'GROWING: ' + ', '.join(growing) if growing else 'all flat'}; "
             f"{'LEFT: ' + ', '.join(left) if left else 'nothing left'}"
         )
+    if options.report is not None:
+        options.report.write_text(json.dumps({name: dataclasses.asdict(report) for name, report in reports.items()}))
     print(f"load {load()}")
+    return 1 if failed else 0
 
 
 def _say(line: str) -> None:
@@ -689,6 +708,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--topology", action="store_true", help="PostgreSQL + S3, the runs split over two worker processes"
     )
+    parser.add_argument("--report", type=Path, default=None, help="write the reports there as JSON")
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--prefix", default=None, help=argparse.SUPPRESS)
-    main(parser.parse_args())
+    sys.exit(main(parser.parse_args()))

@@ -114,12 +114,19 @@ class _Server:
             cls.log.close()
 
 
+STARTED_FIRST = ("tests/test_soak.py::test_a_soak_of_the_mix",)
+"""The longest tests (minutes, mostly waiting on a server of their own) start before all
+others, beside them: started last, one is the tier's tail."""
+
+
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected what will not run
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     served = {item for item in items if "prefect_server" in getattr(item, "fixturenames", ())}
     if served:
         _Server.start()
-    items[:] = [item for item in items if item not in served] + [item for item in items if item in served]
+    first = [item for item in items if item.nodeid.startswith(STARTED_FIRST)]
+    rest = [item for item in items if item not in first]
+    items[:] = first + [item for item in rest if item not in served] + [item for item in rest if item in served]
 
 
 @pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
