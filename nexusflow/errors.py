@@ -39,6 +39,14 @@ def map_concurrency_too_low(max_concurrency: int) -> NexusflowError:
     return NexusflowError(f"map: max_concurrency must be at least 1, got {max_concurrency}")
 
 
+def map_member_stays_here(what: str, runner: str, exc: BaseException) -> NexusflowError:
+    return NexusflowError(
+        f"map: the {what} cannot go to another process, where the flow's {runner} runs each member "
+        f"({type(exc).__name__}: {exc}); make it picklable (no lock, open file or connection in it) "
+        "or run the flow with ThreadPoolTaskRunner"
+    )
+
+
 def agent_job_needs_a_style() -> NexusflowError:
     return NexusflowError("agent_job: command and model need a style")
 

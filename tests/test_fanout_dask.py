@@ -1,0 +1,223 @@
+"""Fan-out on a Dask cluster of worker processes (prefect-dask's ``DaskTaskRunner`` over a
+real ``distributed.LocalCluster``): ``client.map`` and a user's own ``task.map`` of agent
+runs, each member a durable run with its own session in a worker process; a member killed
+with its worker resumes on rerun while its finished siblings replay.
+
+One cluster serves the module. Its scheduler retries no task whose worker died
+(``allowed-failures`` 0), so a killed member fails in its batch and resumes in the rerun;
+with Dask's default (3) it resumes at once on a restarted worker, in the same batch."""
+
+from __future__ import annotations
+
+import multiprocessing.resource_tracker
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import cloudpickle
+import dask
+import distributed
+import psutil
+import pytest
+from prefect import flow, task
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+from prefect_dask import DaskTaskRunner
+
+from nexusflow import ModelRequest, NexusflowError, Toolkit, create_in_process_client, tool
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.topology,
+    pytest.mark.xdist_group("heavy"),
+    pytest.mark.usefixtures("prefect_server"),
+]
+
+# The workers cannot import this module (tests/ is on no path of theirs): its functions go by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def cluster(prefect_server: str) -> Iterator[str]:
+    """Two worker processes of one thread each; yields the scheduler's address, which is
+    how a flow's ``DaskTaskRunner`` finds it (one made with ``cluster=`` starts a new cluster
+    for each flow run: Prefect duplicates the runner per run, without the cluster). After
+    the module, no worker process is left."""
+    multiprocessing.resource_tracker.ensure_running()  # Python's, for the process's life: not the cluster's
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    with (
+        # a worker holds only the member it runs: one queued behind it would die with it
+        dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}),
+        distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=":0") as local,
+    ):
+        yield local.scheduler_address
+    left = [
+        child
+        for child in psutil.Process().children(recursive=True)
+        if child.pid not in before and child.is_running() and child.status() != psutil.STATUS_ZOMBIE
+    ]
+    assert not left, f"dask processes left behind: {[child.cmdline() for child in left]}"
+
+
+def worker_pids(address: str) -> set[int]:
+    with distributed.Client(address) as client:
+        return set(client.run(os.getpid).values())
+
+
+def recording_model(calls: Path):
+    """A model that answers ``done <prompt>``, appending ``<prompt> <turn> <pid>`` to
+    ``calls`` (model calls are counted across processes in a file). With a ``work`` tool in
+    the toolkit, turn 0 calls it first."""
+
+    def model(request: ModelRequest) -> object:
+        prompt = next(message.content for message in request.messages if message.role == "user")
+        turn = sum(message.role == "assistant" for message in request.messages)
+        with calls.open("a") as file:
+            file.write(f"{prompt} {turn} {os.getpid()}\n")
+        if turn == 0 and request.tools:
+            return {"tool_calls": [{"name": "work", "arguments": {"topic": prompt}}]}
+        return f"done {prompt}"
+
+    return model
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def agent_runs(name_part: str) -> list:
+    """The flow runs whose name holds ``name_part``."""
+    async with get_client() as client:
+        return await client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_=name_part)))
+
+
+async def test_twenty_members_on_two_worker_processes(cluster, session_id, tmp_path):
+    calls = tmp_path / "calls"
+    client = create_in_process_client(recording_model(calls))
+
+    @flow(task_runner=DaskTaskRunner(address=cluster))
+    async def batch(prompts: list[str]):
+        return await client.map(prompts, max_concurrency=20, session_id=session_id)
+
+    prompts = [f"topic {n}" for n in range(20)]
+    results = await batch(prompts)
+    assert [r.status for r in results] == ["completed"] * 20, [r.error for r in results]
+    assert [r.text for r in results] == [f"done {p}" for p in prompts], "results come in prompt order"
+    assert [r.session_id for r in results] == [f"{session_id}.{n}" for n in range(20)]
+    ran_in = {int(line.split()[-1]) for line in lines(calls)}
+    assert len(lines(calls)) == 20
+    assert ran_in <= worker_pids(cluster) and os.getpid() not in ran_in, "every member ran in a worker process"
+
+    runs = await agent_runs(f"agent-{session_id}.")
+    assert sorted(run.name for run in runs) == sorted(f"agent-{session_id}.{n}" for n in range(20))
+    assert all(run.state is not None and run.state.is_completed() for run in runs)
+    parents = {run.parent_task_run_id for run in runs}
+    assert None not in parents and len(parents) == 20, "each member's flow run is nested in a task run of its own"
+
+
+async def test_a_users_own_task_map_of_agent_runs(cluster, session_id, tmp_path):
+    calls = tmp_path / "calls"
+    client = create_in_process_client(recording_model(calls))
+
+    @task
+    def summarize(topic: str) -> str:
+        result = client.run_sync(topic, session_id=f"{session_id}-{topic}")
+        return result.text or f"failed: {result.error}"
+
+    @flow(task_runner=DaskTaskRunner(address=cluster))
+    def digest(topics: list[str]) -> list[str]:
+        return summarize.map(topics).result()
+
+    topics = ["prefect", "mcp", "acp", "dask"]
+    assert digest(topics) == [f"done {topic}" for topic in topics]
+    ran_in = {int(line.split()[-1]) for line in lines(calls)}
+    assert ran_in <= worker_pids(cluster) and os.getpid() not in ran_in
+    for topic in topics:
+        (run,) = await agent_runs(f"agent-{session_id}-{topic}")
+        assert run.state is not None and run.state.is_completed()
+
+
+def killing_work(marker: Path) -> Toolkit:
+    """A ``work`` tool whose first call for ``topic 1`` kills the process it runs in (its
+    Dask worker), leaving ``marker`` behind so that a rerun's call goes on."""
+
+    @tool
+    def work(topic: str) -> str:
+        """Work on a topic."""
+        if topic == "topic 1" and not marker.exists():
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f"worked on {topic}"
+
+    return Toolkit([work])
+
+
+async def test_a_member_killed_with_its_worker_resumes_on_rerun(cluster, session_id, tmp_path):
+    calls = tmp_path / "calls"
+    client = create_in_process_client(recording_model(calls))
+    tools = killing_work(tmp_path / "killed")
+    prompts = [f"topic {n}" for n in range(3)]
+
+    @flow(task_runner=DaskTaskRunner(address=cluster))
+    async def batch():
+        return await client.map(prompts, tools, max_concurrency=3, session_id=session_id)
+
+    first = await batch()
+    assert (tmp_path / "killed").exists()
+    assert [r.status for r in first] == ["completed", "failed", "completed"]
+    assert first[1].error is not None and first[1].error.startswith("KilledWorker: "), first[1].error
+    assert sorted(line.rsplit(" ", 1)[0] for line in lines(calls)) == [
+        "topic 0 0",
+        "topic 0 1",
+        "topic 1 0",
+        "topic 2 0",
+        "topic 2 1",
+    ], "the killed member's model was asked once, before its tool killed it"
+
+    calls.unlink()
+    again = await batch()
+    assert [r.text for r in again] == ["done topic 0", "done topic 1", "done topic 2"]
+    assert [line.rsplit(" ", 1)[0] for line in lines(calls)] == ["topic 1 1"], (
+        "the finished members replayed without a model call, the killed one from its stored turn"
+    )
+    assert [r.metrics.replayed_turns for r in again] == [2, 1, 2]
+    assert again[1].metrics.replayed_tool_calls == 0, "the killed tool call runs again"
+
+
+async def test_a_client_that_cannot_cross_to_a_worker_is_refused_by_name(cluster, session_id):
+    import threading
+
+    lock = threading.Lock()
+
+    def model(request: ModelRequest) -> str:
+        with lock:
+            return "never"
+
+    client = create_in_process_client(model)
+
+    @flow(task_runner=DaskTaskRunner(address=cluster))
+    async def batch():
+        return await client.map(["x"], session_id=session_id)
+
+    with pytest.raises(NexusflowError) as refused:
+        await batch()
+    assert str(refused.value) == (
+        "map: the client cannot go to another process, where the flow's DaskTaskRunner runs each member "
+        "(TypeError: cannot pickle '_thread.lock' object); make it picklable (no lock, open file or "
+        "connection in it) or run the flow with ThreadPoolTaskRunner"
+    )
+    assert await agent_runs(f"agent-{session_id}") == [], "nothing ran"
+
+
+def test_a_scripted_model_crosses_to_a_worker_as_a_copy():
+    """A client of ``ScriptedModel`` can be a map's (its lock is made anew on the other side);
+    the copy records its own requests."""
+    from nexusflow.testing import ScriptedModel
+
+    scripted = ScriptedModel(["first", "second"])
+    copy = cloudpickle.loads(cloudpickle.dumps(create_in_process_client(scripted)))
+    result = copy.run_sync("hello")
+    assert result.text == "first"
+    assert scripted.calls == 0, "the original recorded nothing: the copy ran"
