@@ -8,6 +8,7 @@ calling tool call's position, or the batch id and the prompt's index. Resuming t
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
@@ -18,12 +19,15 @@ import cloudpickle  # type: ignore[import-untyped]
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext, TaskRunContext
+from prefect.futures import PrefectFuture, PrefectWrappedFuture
 from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from pydantic_core import to_json
 
+from ._lease import GIVE_UP_AFTER, Heartbeat, last_beat, still_held
+from ._locks import BEAT_SECONDS
 from ._position import CallPosition, child_session_id
-from .errors import describe, map_concurrency_too_low, map_member_stays_here, tool_error_arguments
+from .errors import MapMemberLost, describe, map_concurrency_too_low, map_member_stays_here, tool_error_arguments
 from .messages import FunctionSpec, RunResult, ToolResult, ToolSpec
 from .toolkit import Toolkit
 
@@ -141,16 +145,7 @@ async def map_prompts(
                 if runner is None:
                     results[index] = await client.run(prompt, toolkit, session_id=member_id, output_type=output_type)
                 else:
-                    results[index] = await anyio.to_thread.run_sync(
-                        _submitted,
-                        client,
-                        prompt,
-                        toolkit,
-                        member_id,
-                        output_type,
-                        abandon_on_cancel=True,
-                        limiter=waiters,
-                    )
+                    results[index] = await _awaited(waiters, client, prompt, toolkit, member_id, output_type)
             except Exception as exc:
                 results[index] = RunResult(status="failed", error=describe(exc), session_id=member_id)
 
@@ -214,14 +209,80 @@ LocalCluster of their own (seen: four, one failing to start)."""
 
 def _submitted(
     client: Runner, prompt: str, toolkit: Toolkit | None, session_id: str, output_type: object
-) -> RunResult[Any]:
-    """Submitted and waited for in a worker thread: a Dask cluster starts, and a future
-    blocks, without holding up the flow's event loop. A member whose process died (its Dask
-    worker killed) raises here, and is that member's failure."""
+) -> PrefectFuture[Any]:
     with _submitting:
-        future = _member.submit(client, prompt, toolkit, session_id, output_type)
+        return _member.submit(client, prompt, toolkit, session_id, output_type)
+
+
+LOOK_EVERY = 2 * BEAT_SECONDS
+"""Seconds a batch waits for a member before it looks at the member's beat again."""
+
+
+async def _awaited(
+    waiters: anyio.CapacityLimiter,
+    client: Runner,
+    prompt: str,
+    toolkit: Toolkit | None,
+    session_id: str,
+    output_type: object,
+) -> RunResult[Any]:
+    """Submitted, then waited for a slice at a time in a worker thread: a Dask cluster starts,
+    and a future blocks, without holding up the flow's event loop. Between slices the batch
+    watches the member's session as a contender would: a member whose process stopped while
+    it held it, and that no retry took over, is that member's ``MapMemberLost`` within
+    ``GIVE_UP_AFTER`` seconds, whether or not its task runner ever says so (a SIGSTOPped Dask
+    worker is never reported; a killed one is ``KilledWorker``, raised from the future)."""
+    pulse = _Pulse(session_id, await last_beat(session_id))
+    future = await anyio.to_thread.run_sync(
+        _submitted, client, prompt, toolkit, session_id, output_type, limiter=waiters
+    )
+    while True:
+        outcome = await anyio.to_thread.run_sync(_outcome, future, abandon_on_cancel=True, limiter=waiters)
+        if outcome is not None:
+            return outcome
+        silent = await pulse.silent()
+        if silent is not None:
+            raise MapMemberLost(session_id, silent)
+
+
+def _outcome(future: PrefectFuture[Any]) -> RunResult[Any] | None:
+    """The member's result if it ends within ``LOOK_EVERY`` seconds, else None; a member that
+    failed, or whose process the runner saw die, raises."""
+    future.wait(LOOK_EVERY)
+    ended = future.wrapped_future.done() if isinstance(future, PrefectWrappedFuture) else future.state.is_final()
+    if not ended:
+        return None
     value = future.result(raise_on_failure=False)
     if isinstance(value, BaseException):
         raise value
     assert isinstance(value, RunResult), f"a map member returned {type(value).__name__}"
     return value
+
+
+class _Pulse:
+    """A member's session beat, seen from its batch. Until it changes (the member is queued,
+    or starting) it says nothing; once it beat, a beat that stands still for
+    ``GIVE_UP_AFTER`` seconds while its lock stays held means that the member's process
+    stopped and that no retry of it took the session over (a retry takes a dead holder's
+    session over after ``STALE_AFTER`` seconds, and beats anew)."""
+
+    def __init__(self, session_id: str, before: Heartbeat | None) -> None:
+        self.session_id = session_id
+        self.seen = before
+        self.since: float | None = None
+        """When the beat last changed, on this process's clock; None until it first does."""
+        self.ended = False
+        """The member let go of its session: its run ended, and only its task's end is left."""
+
+    async def silent(self) -> float | None:
+        """Seconds the member has stood still holding its session, once that is past
+        ``GIVE_UP_AFTER``; else None."""
+        beat = await last_beat(self.session_id)
+        now = time.monotonic()
+        if beat != self.seen:
+            self.seen, self.since = beat, now
+            return None
+        if beat is None or self.since is None or self.ended or now - self.since < GIVE_UP_AFTER:
+            return None
+        self.ended = not await still_held(beat)
+        return None if self.ended else now - self.since

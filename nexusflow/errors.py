@@ -47,6 +47,20 @@ def map_member_stays_here(what: str, runner: str, exc: BaseException) -> Nexusfl
     )
 
 
+class MapMemberLost(NexusflowError):
+    """A member of a fan-out whose process stopped while it held its session (its Dask
+    worker killed or frozen) and that its task runner neither reported nor ran again: the
+    batch stops waiting for it, within a bound, instead of for ever."""
+
+    def __init__(self, session_id: str, seconds: float) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f'map: member "{session_id}" stopped beating {seconds:.0f}s ago while it held its session, and'
+            " its task runner reported nothing: the process that ran it died or froze (a Dask worker killed"
+            " or stopped); run the batch again to resume it from its stored steps"
+        )
+
+
 def agent_job_needs_a_style() -> NexusflowError:
     return NexusflowError("agent_job: command and model need a style")
 

@@ -5,12 +5,15 @@ with its worker resumes on rerun while its finished siblings replay.
 
 One cluster serves the module. Its scheduler retries no task whose worker died
 (``allowed-failures`` 0), so a killed member fails in its batch and resumes in the rerun;
-with Dask's default (3) it resumes at once on a restarted worker, in the same batch."""
+with Dask's default (3) it resumes at once on a restarted worker, in the same batch. A member
+whose worker freezes is never reported by Dask: its batch gives up on it once its session's
+beat stood still for ``GIVE_UP_AFTER`` seconds."""
 
 from __future__ import annotations
 
 import multiprocessing.resource_tracker
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -27,6 +30,7 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 from prefect_dask import DaskTaskRunner
 
 from nexusflow import ModelRequest, NexusflowError, Toolkit, create_in_process_client, tool
+from nexusflow._lease import GIVE_UP_AFTER
 
 pytestmark = [
     pytest.mark.anyio,
@@ -154,6 +158,7 @@ def killing_work(marker: Path) -> Toolkit:
     return Toolkit([work])
 
 
+@pytest.mark.timeout(180)
 async def test_a_member_killed_with_its_worker_resumes_on_rerun(cluster, session_id, tmp_path):
     calls = tmp_path / "calls"
     client = create_in_process_client(recording_model(calls))
@@ -162,7 +167,8 @@ async def test_a_member_killed_with_its_worker_resumes_on_rerun(cluster, session
 
     @flow(task_runner=DaskTaskRunner(address=cluster))
     async def batch():
-        return await client.map(prompts, tools, max_concurrency=3, session_id=session_id)
+        # one member per worker: a member queued behind the killed one on its worker would die with it
+        return await client.map(prompts, tools, max_concurrency=2, session_id=session_id)
 
     first = await batch()
     assert (tmp_path / "killed").exists()
@@ -184,6 +190,57 @@ async def test_a_member_killed_with_its_worker_resumes_on_rerun(cluster, session
     )
     assert [r.metrics.replayed_turns for r in again] == [2, 1, 2]
     assert again[1].metrics.replayed_tool_calls == 0, "the killed tool call runs again"
+
+
+def freezing_work(marker: Path) -> Toolkit:
+    """A ``work`` tool whose first call for ``topic 1`` stops the process it runs in (SIGSTOP:
+    its Dask worker freezes, and Dask notices nothing), its process id left in ``marker``."""
+
+    @tool
+    def work(topic: str) -> str:
+        """Work on a topic."""
+        if topic == "topic 1" and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return f"worked on {topic}"
+
+    return Toolkit([work])
+
+
+@pytest.mark.timeout(180)
+async def test_a_member_whose_worker_freezes_fails_within_a_bound_and_resumes_on_rerun(cluster, session_id, tmp_path):
+    calls = tmp_path / "calls"
+    frozen = tmp_path / "frozen"
+    client = create_in_process_client(recording_model(calls))
+    tools = freezing_work(frozen)
+    prompts = [f"topic {n}" for n in range(3)]
+
+    @flow(task_runner=DaskTaskRunner(address=cluster))
+    async def batch():
+        return await client.map(prompts, tools, max_concurrency=2, session_id=session_id)
+
+    try:
+        first = await batch()
+        assert psutil.Process(int(frozen.read_text())).status() == psutil.STATUS_STOPPED, "the worker froze"
+    finally:
+        if frozen.exists():
+            os.kill(int(frozen.read_text()), signal.SIGKILL)  # its nanny starts another
+    assert [r.status for r in first] == ["completed", "failed", "completed"], [r.error for r in first]
+    lost = re.fullmatch(
+        rf'map: member "{re.escape(session_id)}\.1" stopped beating (\d+)s ago while it held its session, and its'
+        " task runner reported nothing: the process that ran it died or froze \\(a Dask worker killed or"
+        " stopped\\); run the batch again to resume it from its stored steps",
+        first[1].error or "",
+    )
+    assert lost is not None, first[1].error
+    assert int(lost[1]) >= GIVE_UP_AFTER, "the batch gave the member the time a retry needs to take it over"
+
+    calls.unlink()
+    again = await batch()
+    assert [r.text for r in again] == ["done topic 0", "done topic 1", "done topic 2"]
+    assert [line.rsplit(" ", 1)[0] for line in lines(calls)] == ["topic 1 1"], (
+        "the finished members replayed without a model call, the frozen one from its stored turn"
+    )
 
 
 async def test_a_client_that_cannot_cross_to_a_worker_is_refused_by_name(cluster, session_id):
