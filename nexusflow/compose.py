@@ -27,9 +27,12 @@ from pydantic_core import to_json
 from ._lease import GIVE_UP_AFTER, Heartbeat, last_beat, still_held
 from ._locks import BEAT_SECONDS
 from ._position import CallPosition, child_session_id
+from ._secrets import get_logger
 from .errors import MapMemberLost, describe, map_concurrency_too_low, map_member_stays_here, tool_error_arguments
 from .messages import FunctionSpec, RunResult, ToolResult, ToolSpec
 from .toolkit import Toolkit
+
+logger = get_logger("nexusflow.map")
 
 PROMPT_DESCRIPTION = "The task for the agent, with everything it needs to know: it sees nothing else."
 
@@ -276,13 +279,18 @@ class _Pulse:
 
     async def silent(self) -> float | None:
         """Seconds the member has stood still holding its session, once that is past
-        ``GIVE_UP_AFTER``; else None."""
-        beat = await last_beat(self.session_id)
-        now = time.monotonic()
-        if beat != self.seen:
-            self.seen, self.since = beat, now
+        ``GIVE_UP_AFTER``; else None. A look that fails (storage or server unreachable for a
+        moment) tells nothing: the batch waits on, and looks again."""
+        try:
+            beat = await last_beat(self.session_id)
+            now = time.monotonic()
+            if beat != self.seen:
+                self.seen, self.since = beat, now
+                return None
+            if beat is None or self.since is None or self.ended or now - self.since < GIVE_UP_AFTER:
+                return None
+            self.ended = not await still_held(beat)
+        except Exception as exc:
+            logger.warning('map: could not look at member "%s": %s', self.session_id, describe(exc))
             return None
-        if beat is None or self.since is None or self.ended or now - self.since < GIVE_UP_AFTER:
-            return None
-        self.ended = not await still_held(beat)
         return None if self.ended else now - self.since
