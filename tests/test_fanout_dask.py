@@ -51,9 +51,19 @@ def cluster(prefect_server: str) -> Iterator[str]:
     the module, no worker process is left."""
     multiprocessing.resource_tracker.ensure_running()  # Python's, for the process's life: not the cluster's
     before = {child.pid for child in psutil.Process().children(recursive=True)}
+    config = {
+        "distributed.scheduler.allowed-failures": 0,
+        "distributed.scheduler.worker-saturation": 1.0,  # a worker holds only the member it runs
+        # a worker whose event loop stops answering is dropped (its member KilledWorker) in a
+        # minute and a half, not Dask's five: a test's bound, for a worker stuck before its member beats
+        "distributed.scheduler.worker-ttl": "90s",
+        # a worker (a restarted one too) imports nexusflow as it starts: else the first member
+        # it is sent imports it on the worker's event loop while unpickled, which stood still
+        # for 30-50 s on this loaded machine (no heartbeat, no answer to the scheduler)
+        "distributed.worker.preload": ["nexusflow.compose"],
+    }
     with (
-        # a worker holds only the member it runs: one queued behind it would die with it
-        dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}),
+        dask.config.set(config),
         distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=":0") as local,
     ):
         yield local.scheduler_address
