@@ -54,13 +54,10 @@ def cluster(prefect_server: str) -> Iterator[str]:
     config = {
         "distributed.scheduler.allowed-failures": 0,
         "distributed.scheduler.worker-saturation": 1.0,  # a worker holds only the member it runs
-        # a worker whose event loop stops answering is dropped (its member KilledWorker) in a
-        # minute and a half, not Dask's five: a test's bound, for a worker stuck before its member beats
-        "distributed.scheduler.worker-ttl": "90s",
-        # a worker (a restarted one too) imports nexusflow as it starts: else the first member
-        # it is sent imports it on the worker's event loop while unpickled, which stood still
-        # for 30-50 s on this loaded machine (no heartbeat, no answer to the scheduler)
-        "distributed.worker.preload": ["nexusflow.compose"],
+        # a killed worker's nanny starts another; a LocalCluster closes that nanny for good when
+        # the new worker has not joined within this (15 s by default): on this loaded machine a
+        # restart took 20 s, the cluster lost a worker, and the member sent to it was KilledWorker
+        "distributed.deploy.lost-worker-timeout": "300s",
     }
     with (
         dask.config.set(config),
