@@ -58,6 +58,10 @@ def cluster(prefect_server: str) -> Iterator[str]:
         # the new worker has not joined within this (15 s by default): on this loaded machine a
         # restart took 20 s, the cluster lost a worker, and the member sent to it was KilledWorker
         "distributed.deploy.lost-worker-timeout": "300s",
+        # a worker (a restarted one too) imports nexusflow as it starts: else the first member
+        # sent to it imports nexusflow on the worker's event loop as it is unpickled, which held
+        # that loop (no heartbeat, no member started) for some 50 s on this loaded machine
+        "distributed.worker.preload": ["nexusflow.compose"],
     }
     with (
         dask.config.set(config),
@@ -165,7 +169,7 @@ def killing_work(marker: Path) -> Toolkit:
     return Toolkit([work])
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(180, func_only=True)  # the cluster and server start outside it
 async def test_a_member_killed_with_its_worker_resumes_on_rerun(cluster, session_id, tmp_path):
     calls = tmp_path / "calls"
     client = create_in_process_client(recording_model(calls))
@@ -214,7 +218,7 @@ def freezing_work(marker: Path) -> Toolkit:
     return Toolkit([work])
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(180, func_only=True)  # the cluster and server start outside it
 async def test_a_member_whose_worker_freezes_fails_within_a_bound_and_resumes_on_rerun(cluster, session_id, tmp_path):
     calls = tmp_path / "calls"
     frozen = tmp_path / "frozen"
