@@ -28,7 +28,14 @@ from ._lease import GIVE_UP_AFTER, Heartbeat, last_beat, still_held
 from ._locks import BEAT_SECONDS
 from ._position import CallPosition, child_session_id
 from ._secrets import get_logger
-from .errors import MapMemberLost, describe, map_concurrency_too_low, map_member_stays_here, tool_error_arguments
+from .errors import (
+    MapMemberLost,
+    describe,
+    map_concurrency_too_low,
+    map_member_never_started,
+    map_member_stays_here,
+    tool_error_arguments,
+)
 from .messages import FunctionSpec, RunResult, ToolResult, ToolSpec
 from .toolkit import Toolkit
 
@@ -140,6 +147,7 @@ async def map_prompts(
     results: list[RunResult[Any] | None] = [None] * len(prompts)
     limiter = anyio.CapacityLimiter(max_concurrency)
     waiters = anyio.CapacityLimiter(max_concurrency)  # a thread each: anyio's default pool has 40
+    moved = _Moved()
 
     async def member(index: int, prompt: str) -> None:
         member_id = child_session_id(session_id, index) if session_id is not None else uuid.uuid4().hex
@@ -148,7 +156,7 @@ async def map_prompts(
                 if runner is None:
                     results[index] = await client.run(prompt, toolkit, session_id=member_id, output_type=output_type)
                 else:
-                    results[index] = await _awaited(waiters, client, prompt, toolkit, member_id, output_type)
+                    results[index] = await _awaited(waiters, moved, client, prompt, toolkit, member_id, output_type)
             except Exception as exc:
                 results[index] = RunResult(status="failed", error=describe(exc), session_id=member_id)
 
@@ -223,6 +231,7 @@ LOOK_EVERY = 2 * BEAT_SECONDS
 
 async def _awaited(
     waiters: anyio.CapacityLimiter,
+    moved: _Moved,
     client: Runner,
     prompt: str,
     toolkit: Toolkit | None,
@@ -234,18 +243,23 @@ async def _awaited(
     watches the member's session as a contender would: a member whose process stopped while
     it held it, and that no retry took over, is that member's ``MapMemberLost`` within
     ``GIVE_UP_AFTER`` seconds, whether or not its task runner ever says so (a SIGSTOPped Dask
-    worker is never reported; a killed one is ``KilledWorker``, raised from the future)."""
-    pulse = _Pulse(session_id, await last_beat(session_id))
+    worker is never reported; a killed one is ``KilledWorker``, raised from the future); one
+    that never starts is, ``START_WITHIN`` seconds after the batch last moved."""
+    pulse = _Pulse(session_id, await last_beat(session_id), moved)
     future = await anyio.to_thread.run_sync(
         _submitted, client, prompt, toolkit, session_id, output_type, limiter=waiters
     )
-    while True:
-        outcome = await anyio.to_thread.run_sync(_outcome, future, abandon_on_cancel=True, limiter=waiters)
-        if outcome is not None:
-            return outcome
-        silent = await pulse.silent()
-        if silent is not None:
-            raise MapMemberLost(session_id, silent)
+    pulse.submitted = time.monotonic()
+    try:
+        while True:
+            outcome = await anyio.to_thread.run_sync(_outcome, future, abandon_on_cancel=True, limiter=waiters)
+            if outcome is not None:
+                return outcome
+            lost = await pulse.lost()
+            if lost is not None:
+                raise lost
+    finally:
+        moved.now()
 
 
 def _outcome(future: PrefectFuture[Any]) -> RunResult[Any] | None:
@@ -262,35 +276,60 @@ def _outcome(future: PrefectFuture[Any]) -> RunResult[Any] | None:
     return value
 
 
-class _Pulse:
-    """A member's session beat, seen from its batch. Until it changes (the member is queued,
-    or starting) it says nothing; once it beat, a beat that stands still for
-    ``GIVE_UP_AFTER`` seconds while its lock stays held means that the member's process
-    stopped and that no retry of it took the session over (a retry takes a dead holder's
-    session over after ``STALE_AFTER`` seconds, and beats anew)."""
+START_WITHIN = 2 * GIVE_UP_AFTER
+"""Seconds a submitted member may go without a first beat while nothing in its batch moves:
+a worker that starts cold imports nexusflow as it unpickles its first member, which took up
+to 50 s on a loaded machine."""
 
-    def __init__(self, session_id: str, before: Heartbeat | None) -> None:
+
+class _Moved:
+    """When a batch last moved: a member's beat changed, or a member ended. A member queued
+    behind its siblings on a busy task runner waits while they move."""
+
+    def __init__(self) -> None:
+        self.at = time.monotonic()
+
+    def now(self) -> None:
+        self.at = time.monotonic()
+
+
+class _Pulse:
+    """A member's session beat, seen from its batch. Once it beat, a beat that stands still
+    for ``GIVE_UP_AFTER`` seconds while its lock stays held means that the member's process
+    stopped and that no retry of it took the session over (a retry takes a dead holder's
+    session over after ``STALE_AFTER`` seconds, and beats anew). Until it first beats (the
+    member is queued, or starting), only ``START_WITHIN`` seconds in which neither it nor any
+    sibling moved mean that it was sent to a process that is frozen or gone."""
+
+    def __init__(self, session_id: str, before: Heartbeat | None, moved: _Moved) -> None:
         self.session_id = session_id
         self.seen = before
+        self.moved = moved
+        self.submitted = time.monotonic()
         self.since: float | None = None
         """When the beat last changed, on this process's clock; None until it first does."""
         self.ended = False
         """The member let go of its session: its run ended, and only its task's end is left."""
 
-    async def silent(self) -> float | None:
-        """Seconds the member has stood still holding its session, once that is past
-        ``GIVE_UP_AFTER``; else None. A look that fails (storage or server unreachable for a
-        moment) tells nothing: the batch waits on, and looks again."""
+    async def lost(self) -> MapMemberLost | None:
+        """The member's ``MapMemberLost`` once it stood still holding its session past
+        ``GIVE_UP_AFTER``, or never started within ``START_WITHIN``; else None. A look that
+        fails (storage or server unreachable for a moment) tells nothing: the batch waits on,
+        and looks again."""
         try:
             beat = await last_beat(self.session_id)
             now = time.monotonic()
             if beat != self.seen:
                 self.seen, self.since = beat, now
+                self.moved.now()
                 return None
-            if beat is None or self.since is None or self.ended or now - self.since < GIVE_UP_AFTER:
+            if self.since is None:
+                waited = now - max(self.submitted, self.moved.at)
+                return map_member_never_started(self.session_id, waited) if waited >= START_WITHIN else None
+            if beat is None or self.ended or now - self.since < GIVE_UP_AFTER:
                 return None
             self.ended = not await still_held(beat)
         except Exception as exc:
             logger.warning('map: could not look at member "%s": %s', self.session_id, describe(exc))
             return None
-        return None if self.ended else now - self.since
+        return None if self.ended else MapMemberLost(self.session_id, now - self.since)
