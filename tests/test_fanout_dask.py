@@ -37,7 +37,9 @@ from nexusflow.compose import START_WITHIN
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.topology,
-    pytest.mark.xdist_group("heavy"),
+    # one worker runs the module, so its cluster starts once; not "heavy": it stops and kills only
+    # its own workers, and waits through most of its time (a frozen member's bounds)
+    pytest.mark.xdist_group("dask"),
     pytest.mark.usefixtures("prefect_server"),
 ]
 
