@@ -250,16 +250,18 @@ async def _awaited(
         _submitted, client, prompt, toolkit, session_id, output_type, limiter=waiters
     )
     pulse.submitted = time.monotonic()
-    try:
-        while True:
+    while True:
+        try:
             outcome = await anyio.to_thread.run_sync(_outcome, future, abandon_on_cancel=True, limiter=waiters)
-            if outcome is not None:
-                return outcome
-            lost = await pulse.lost()
-            if lost is not None:
-                raise lost
-    finally:
-        moved.now()
+        except Exception:
+            moved.now()  # its runner reported it failed or dead: its place there is free
+            raise
+        if outcome is not None:
+            moved.now()
+            return outcome
+        lost = await pulse.lost()
+        if lost is not None:
+            raise lost  # not a move: a member given up on may still hold its place on the runner
 
 
 def _outcome(future: PrefectFuture[Any]) -> RunResult[Any] | None:
@@ -283,8 +285,8 @@ to 50 s on a loaded machine."""
 
 
 class _Moved:
-    """When a batch last moved: a member's beat changed, or a member ended. A member queued
-    behind its siblings on a busy task runner waits while they move."""
+    """When a batch last moved: a member's beat changed, or its task runner gave a member's
+    end. A member queued behind its siblings on a busy task runner waits while they move."""
 
     def __init__(self) -> None:
         self.at = time.monotonic()
