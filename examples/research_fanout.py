@@ -1,6 +1,7 @@
 """Ten topics researched at once with ``client.map``, then one agent writes the synthesis
-from the ten results. In the Prefect UI the flow ``research`` holds ten ``agent_run``
-subflows side by side (at most four running at a time) and the synthesiser's after them.
+from the ten results. In the Prefect UI the flow ``research`` holds ten ``member-<session>``
+task runs, each with its ``agent_run`` subflow (at most four running at a time), and the
+synthesiser's subflow after them.
 
     python examples/research_fanout.py           # the bundled scripted model, no network
     python examples/research_fanout.py --real    # your Claude Code (`claude` logged in) instead

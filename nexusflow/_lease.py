@@ -119,5 +119,18 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[Sess
                 await let_go(client, f'session "{session_id}"', lock_id)
 
 
+async def last_beat(session_id: str) -> Heartbeat | None:
+    """The session's last stored beat (its holder's, or an earlier holder's), or None."""
+    return await read_record(Heartbeat, *_where(session_id), storage=await step_storage())
+
+
+async def still_held(beat: Heartbeat) -> bool:
+    """Whether the lock that ``beat`` names still holds its session: a run that ended let go
+    of it; one whose process died did not, until a contender takes it over."""
+    async with get_client() as client:
+        lock = await held(client, lock_name(beat.session_id))
+    return lock is not None and str(lock.id) == beat.lock_id
+
+
 def _where(session_id: str) -> tuple[str, str, str]:
     return ("sessions", session_id, "lease.json")

@@ -7,17 +7,39 @@ calling tool call's position, or the batch id and the prompt's index. Resuming t
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 import anyio
+import cloudpickle  # type: ignore[import-untyped]
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext, TaskRunContext
+from prefect.futures import PrefectFuture, PrefectWrappedFuture
+from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from pydantic_core import to_json
 
+from ._lease import GIVE_UP_AFTER, Heartbeat, last_beat, still_held
+from ._locks import BEAT_SECONDS
 from ._position import CallPosition, child_session_id
-from .errors import describe, map_concurrency_too_low, tool_error_arguments
+from ._secrets import get_logger
+from .errors import (
+    MapMemberLost,
+    describe,
+    map_concurrency_too_low,
+    map_member_never_started,
+    map_member_stays_here,
+    tool_error_arguments,
+)
 from .messages import FunctionSpec, RunResult, ToolResult, ToolSpec
 from .toolkit import Toolkit
+
+logger = get_logger("nexusflow.map")
 
 PROMPT_DESCRIPTION = "The task for the agent, with everything it needs to know: it sees nothing else."
 
@@ -111,22 +133,205 @@ async def map_prompts(
     """One run per prompt, at most ``max_concurrency`` at once, results in prompt order. With
     ``session_id`` (the batch's id), run ``i`` is session ``<session_id>.<i>``, so running the
     batch again resumes it: finished runs and steps replay. A run that fails, or raises, is
-    its own failed result; its siblings go on."""
+    its own failed result; its siblings go on.
+
+    Called in a flow (not in one of its tasks), each run is a ``map-member`` task run on the
+    flow's task runner: threads by default, a Dask cluster's worker processes with
+    prefect-dask's ``DaskTaskRunner``. Elsewhere the runs share this event loop."""
     if max_concurrency < 1:
         raise map_concurrency_too_low(max_concurrency)
     prompts = list(prompts)
+    runner = _task_runner()
+    if runner is not None and not isinstance(runner, ThreadPoolTaskRunner):
+        _crosses(runner, client=client, toolkit=toolkit, output_type=output_type)
     results: list[RunResult[Any] | None] = [None] * len(prompts)
     limiter = anyio.CapacityLimiter(max_concurrency)
+    waiters = anyio.CapacityLimiter(max_concurrency)  # a thread each: anyio's default pool has 40
+    moved = _Moved()
 
     async def member(index: int, prompt: str) -> None:
         member_id = child_session_id(session_id, index) if session_id is not None else uuid.uuid4().hex
         async with limiter:
             try:
-                results[index] = await client.run(prompt, toolkit, session_id=member_id, output_type=output_type)
+                if runner is None:
+                    results[index] = await client.run(prompt, toolkit, session_id=member_id, output_type=output_type)
+                else:
+                    results[index] = await _awaited(waiters, moved, client, prompt, toolkit, member_id, output_type)
             except Exception as exc:
                 results[index] = RunResult(status="failed", error=describe(exc), session_id=member_id)
 
-    async with anyio.create_task_group() as group:
-        for index, prompt in enumerate(prompts):
-            group.start_soon(member, index, prompt)
+    with _server_for_other_processes(runner):
+        async with anyio.create_task_group() as group:
+            for index, prompt in enumerate(prompts):
+                group.start_soon(member, index, prompt)
     return [result for result in results if result is not None]
+
+
+def _server_for_other_processes(runner: TaskRunner[Any] | None) -> AbstractContextManager[object]:
+    """Members sent to other processes talk to this flow's server: the task runner sends
+    them the settings of the moment, which name no API when the server is this process's
+    embedded one; each worker would then start an embedded server of its own, on the same
+    SQLite file (4 members on 2 workers took 48 s instead of 25). They are given its address."""
+    if runner is None or isinstance(runner, ThreadPoolTaskRunner) or get_current_settings().api.url:
+        return nullcontext()
+    from prefect.server.api.server import SubprocessASGIServer
+
+    embedded = SubprocessASGIServer()
+    if not embedded.running:
+        return nullcontext()
+    return temporary_settings({PREFECT_API_URL: embedded.api_url})
+
+
+def _task_runner() -> TaskRunner[Any] | None:
+    """The task runner of the flow ``map`` is called in; None outside a flow, and inside a
+    task run, whose own thread or process the runs then share (a task that submitted to its
+    flow's cluster and waited could hold every worker of it)."""
+    context = FlowRunContext.get()
+    if context is None or TaskRunContext.get() is not None:
+        return None
+    return context.task_runner
+
+
+def _crosses(runner: TaskRunner[Any], **sent: object) -> None:
+    """What a member task takes to another process is pickled there by the task runner: a
+    client, toolkit or output type that cannot be is refused before any run starts, by name,
+    instead of failing each member with a serializer's traceback."""
+    for what, value in sent.items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception as exc:
+            raise map_member_stays_here(what.replace("_", " "), type(runner).__name__, exc) from exc
+
+
+@task(name="map-member", task_run_name="member-{session_id}", cache_policy=NO_CACHE, persist_result=False)
+async def _member(
+    client: Runner, prompt: str, toolkit: Toolkit | None, session_id: str, output_type: object
+) -> RunResult[Any]:
+    """One member of a fan-out, in whichever thread or process the flow's task runner gives
+    it: an ordinary run (a flow run nested in this task run), with its own session."""
+    return await client.run(prompt, toolkit, session_id=session_id, output_type=output_type)
+
+
+_submitting = threading.Lock()
+"""One submission at a time: ``DaskTaskRunner`` makes its cluster and client on its first
+submission, unguarded, so members submitted at once from several threads each started a
+LocalCluster of their own (seen: four, one failing to start)."""
+
+
+def _submitted(
+    client: Runner, prompt: str, toolkit: Toolkit | None, session_id: str, output_type: object
+) -> PrefectFuture[Any]:
+    with _submitting:
+        return _member.submit(client, prompt, toolkit, session_id, output_type)
+
+
+LOOK_EVERY = 2 * BEAT_SECONDS
+"""Seconds a batch waits for a member before it looks at the member's beat again."""
+
+
+async def _awaited(
+    waiters: anyio.CapacityLimiter,
+    moved: _Moved,
+    client: Runner,
+    prompt: str,
+    toolkit: Toolkit | None,
+    session_id: str,
+    output_type: object,
+) -> RunResult[Any]:
+    """Submitted, then waited for a slice at a time in a worker thread: a Dask cluster starts,
+    and a future blocks, without holding up the flow's event loop. Between slices the batch
+    watches the member's session as a contender would: a member whose process stopped while
+    it held it, and that no retry took over, is that member's ``MapMemberLost`` within
+    ``GIVE_UP_AFTER`` seconds, whether or not its task runner ever says so (a SIGSTOPped Dask
+    worker is never reported; a killed one is ``KilledWorker``, raised from the future); one
+    that never starts is, ``START_WITHIN`` seconds after the batch last moved."""
+    pulse = _Pulse(session_id, await last_beat(session_id), moved)
+    future = await anyio.to_thread.run_sync(
+        _submitted, client, prompt, toolkit, session_id, output_type, limiter=waiters
+    )
+    pulse.submitted = time.monotonic()
+    while True:
+        try:
+            outcome = await anyio.to_thread.run_sync(_outcome, future, abandon_on_cancel=True, limiter=waiters)
+        except Exception:
+            moved.now()  # its runner reported it failed or dead: its place there is free
+            raise
+        if outcome is not None:
+            moved.now()
+            return outcome
+        lost = await pulse.lost()
+        if lost is not None:
+            raise lost  # not a move: a member given up on may still hold its place on the runner
+
+
+def _outcome(future: PrefectFuture[Any]) -> RunResult[Any] | None:
+    """The member's result if it ends within ``LOOK_EVERY`` seconds, else None; a member that
+    failed, or whose process the runner saw die, raises."""
+    future.wait(LOOK_EVERY)
+    ended = future.wrapped_future.done() if isinstance(future, PrefectWrappedFuture) else future.state.is_final()
+    if not ended:
+        return None
+    value = future.result(raise_on_failure=False)
+    if isinstance(value, BaseException):
+        raise value
+    assert isinstance(value, RunResult), f"a map member returned {type(value).__name__}"
+    return value
+
+
+START_WITHIN = 2 * GIVE_UP_AFTER
+"""Seconds a submitted member may go without a first beat while nothing in its batch moves:
+a worker that starts cold imports nexusflow as it unpickles its first member, which took up
+to 50 s on a loaded machine."""
+
+
+class _Moved:
+    """When a batch last moved: a member's beat changed, or its task runner gave a member's
+    end. A member queued behind its siblings on a busy task runner waits while they move."""
+
+    def __init__(self) -> None:
+        self.at = time.monotonic()
+
+    def now(self) -> None:
+        self.at = time.monotonic()
+
+
+class _Pulse:
+    """A member's session beat, seen from its batch. Once it beat, a beat that stands still
+    for ``GIVE_UP_AFTER`` seconds while its lock stays held means that the member's process
+    stopped and that no retry of it took the session over (a retry takes a dead holder's
+    session over after ``STALE_AFTER`` seconds, and beats anew). Until it first beats (the
+    member is queued, or starting), only ``START_WITHIN`` seconds in which neither it nor any
+    sibling moved mean that it was sent to a process that is frozen or gone."""
+
+    def __init__(self, session_id: str, before: Heartbeat | None, moved: _Moved) -> None:
+        self.session_id = session_id
+        self.seen = before
+        self.moved = moved
+        self.submitted = time.monotonic()
+        self.since: float | None = None
+        """When the beat last changed, on this process's clock; None until it first does."""
+        self.ended = False
+        """The member let go of its session: its run ended, and only its task's end is left."""
+
+    async def lost(self) -> MapMemberLost | None:
+        """The member's ``MapMemberLost`` once it stood still holding its session past
+        ``GIVE_UP_AFTER``, or never started within ``START_WITHIN``; else None. A look that
+        fails (storage or server unreachable for a moment) tells nothing: the batch waits on,
+        and looks again."""
+        try:
+            beat = await last_beat(self.session_id)
+            now = time.monotonic()
+            if beat != self.seen:
+                self.seen, self.since = beat, now
+                self.moved.now()
+                return None
+            if self.since is None:
+                waited = now - max(self.submitted, self.moved.at)
+                return map_member_never_started(self.session_id, waited) if waited >= START_WITHIN else None
+            if beat is None or self.ended or now - self.since < GIVE_UP_AFTER:
+                return None
+            self.ended = not await still_held(beat)
+        except Exception as exc:
+            logger.warning('map: could not look at member "%s": %s', self.session_id, describe(exc))
+            return None
+        return None if self.ended else MapMemberLost(self.session_id, now - self.since)

@@ -39,6 +39,39 @@ def map_concurrency_too_low(max_concurrency: int) -> NexusflowError:
     return NexusflowError(f"map: max_concurrency must be at least 1, got {max_concurrency}")
 
 
+def map_member_stays_here(what: str, runner: str, exc: BaseException) -> NexusflowError:
+    return NexusflowError(
+        f"map: the {what} cannot go to another process, where the flow's {runner} runs each member "
+        f"({type(exc).__name__}: {exc}); make it picklable (no lock, open file or connection in it) "
+        "or run the flow with ThreadPoolTaskRunner"
+    )
+
+
+class MapMemberLost(NexusflowError):
+    """A member of a fan-out whose process stopped while it held its session (its Dask
+    worker killed or frozen), or that never started on the process it was sent to, and that
+    its task runner neither reported nor ran again: the batch stops waiting for it, within a
+    bound, instead of for ever."""
+
+    def __init__(self, session_id: str, seconds: float, why: str | None = None) -> None:
+        self.session_id = session_id
+        why = why or (
+            f"stopped beating {seconds:.0f}s ago while it held its session, and its task runner reported nothing:"
+            " the process that ran it died or froze (a Dask worker killed or stopped)"
+        )
+        super().__init__(f'map: member "{session_id}" {why}; run the batch again to resume it from its stored steps')
+
+
+def map_member_never_started(session_id: str, seconds: float) -> MapMemberLost:
+    return MapMemberLost(
+        session_id,
+        seconds,
+        f"has not started {seconds:.0f}s after it was sent to its task runner, while nothing else in its batch"
+        " moved: the process it was sent to is frozen or gone (a Dask worker stopped, or a cluster with no"
+        " worker left)",
+    )
+
+
 def agent_job_needs_a_style() -> NexusflowError:
     return NexusflowError("agent_job: command and model need a style")
 

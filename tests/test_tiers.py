@@ -1,9 +1,11 @@
 """The fast tier's promise: a test that does not ask for the Prefect server cannot reach one,
 in this process or in a process it starts."""
 
+import ast
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -57,3 +59,12 @@ def test_the_heavy_group_runs_on_one_worker(tmp_path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert done.stdout.count("@heavy") == 4, "loadgroup sends a test by the group its nodeid names"
+
+
+def test_the_dask_module_is_collected_without_dask() -> None:
+    """Every tier collects ``test_fanout_dask.py``; it imports dask in its fixtures only, so the
+    fast tier, which deselects it, loads no dask (some 2 s a process)."""
+    tree = ast.parse((Path(__file__).parent / "test_fanout_dask.py").read_text())
+    imported = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom)}
+    assert not {name.split(".")[0] for name in imported} & {"dask", "distributed", "prefect_dask"}

@@ -35,6 +35,15 @@ class ScriptedModel:
         self._lock = threading.Lock()
         self.requests: list[ModelRequest] = []
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable, for a run on another process (a Dask worker): it takes a copy, whose
+        requests are recorded there."""
+        return {"_steps": self._steps, "requests": self.requests}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def calls(self) -> int:
         return len(self.requests)
