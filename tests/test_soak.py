@@ -8,6 +8,7 @@ grows after the warm-up or its prune leaves anything of the runs behind."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import subprocess
 import sys
@@ -73,7 +74,10 @@ async def test_the_soak_s_samples_see_each_kind_of_leak_and_its_slope_fails(tmp_
             group.start_soon(anyio.to_thread.run_sync, time.sleep, 0.2)
     pooled = await sample(tmp, skip)
     assert pooled["threads"] == before["threads"], "idle AnyIO workers are not counted"
-    buffer = bytearray(os.urandom(5 * MIB))
+    # Pages of its own: a bytearray may reuse memory the worker freed earlier and that is still
+    # resident (RSS moved 60 KB for 5 MiB in a long-lived xdist worker).
+    buffer = mmap.mmap(-1, 5 * MIB)
+    buffer.write(os.urandom(5 * MIB))
     release = threading.Event()
     thread = threading.Thread(target=release.wait)
     thread.start()
@@ -89,6 +93,7 @@ async def test_the_soak_s_samples_see_each_kind_of_leak_and_its_slope_fails(tmp_
             with open(tmp_path / "open.txt", "w"):
                 after = await sample(tmp, skip)
         finally:
+            buffer.close()
             release.set()
             thread.join()
             child.kill()
@@ -96,7 +101,7 @@ async def test_the_soak_s_samples_see_each_kind_of_leak_and_its_slope_fails(tmp_
             await client.delete_global_concurrency_limit_by_name("nexusflow-soak-probe")
             await client.delete_block_document(block)
             await Variable.aunset("soak_probe")
-    assert limit and buffer
+    assert limit
     assert after["rss"] - before["rss"] >= 4 * MIB
     for name in THRESHOLDS:
         if name != "rss":
