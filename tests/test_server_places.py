@@ -35,7 +35,7 @@ from nexusflow import RunResult
 
 from conftest import HELPERS
 from helpers.processes import running_with
-from helpers.servers import free_port, start_prefect_server, stop, wait_for_prefect_server
+from helpers.servers import free_port, migrated_home, start_prefect_server, stop, wait_for_prefect_server
 
 TIMEOUT = 200
 pytestmark = [pytest.mark.timeout(3 * TIMEOUT), pytest.mark.slow, pytest.mark.xdist_group("heavy")]
@@ -131,6 +131,7 @@ def _place(name: str, root: Path, stack: ExitStack) -> Place:
         return Place(name, root, env, stack)
     place = Place(name, root, env, stack, port=free_port())
     env["PREFECT_API_URL"] = f"http://127.0.0.1:{place.port}/api"
+    migrated_home(home)  # its subject is the restart, not a new home's first start
     place.start_server()
     return place
 

@@ -18,7 +18,7 @@ import nexusflow._storage as storage_module
 from nexusflow import Toolkit, create_in_process_client, tool
 from nexusflow.testing import ScriptedModel
 
-from helpers.servers import free_port, start_prefect_server, wait_for_prefect_server
+from helpers.servers import free_port, migrated_home, start_prefect_server, wait_for_prefect_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
@@ -103,6 +103,7 @@ async def test_a_second_server_gets_its_own_local_storage_block(monkeypatch, tmp
     port = free_port()
     api_url = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api_url}
+    migrated_home(tmp_path / "prefect")
     with ExitStack() as stack:
         server = start_prefect_server(port, env, tmp_path, tmp_path / "server.log", stack)
         wait_for_prefect_server(api_url, server, tmp_path / "server.log")
