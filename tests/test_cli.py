@@ -1,4 +1,6 @@
-"""The `nexusflow` command, as a user runs it: a real process against the test server."""
+"""The `nexusflow` command, as a user runs it: a real process against the test server where the
+process is the point (a run, a module found from the working directory, the demo), else its
+``main`` in this process (the same output and exit status, without a start-up each)."""
 
 import json
 import os
@@ -13,8 +15,6 @@ from nexusflow import AcpLaunch
 from acp_fixtures import ACP_AGENT
 from helpers.command import nexusflow_here
 from helpers.prefect_api import task_runs
-
-pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
 def nexusflow(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
@@ -52,6 +52,7 @@ def tools_file(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("prefect_server")
 def test_run_prints_only_the_answer_on_stdout(tools_file, session_id):
     prompt = 'call add {"a": 2, "b": 3}\ncall greet {"name": "ann"}\n\ncall add {"a": 10, "b": 5}'
     done = nexusflow("run", prompt, "--tools", f"{tools_file}:both", "--session", session_id)
@@ -62,6 +63,7 @@ def test_run_prints_only_the_answer_on_stdout(tools_file, session_id):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("prefect_server")
 def test_run_with_a_module_path_and_a_script(tools_file, tmp_path, session_id):
     script = tmp_path / "replies.json"
     script.write_text(json.dumps([{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 1}}]}, "it is 2"]))
@@ -81,9 +83,18 @@ def test_run_with_a_module_path_and_a_script(tools_file, tmp_path, session_id):
 
 
 @pytest.mark.slow
-def test_a_failed_run_exits_non_zero_with_the_error(tools_file, session_id):
-    done = nexusflow(
-        "run", 'call add {"a": 1, "b": 2}', "--tools", f"{tools_file}:add", "--max-turns", "1", "--session", session_id
+@pytest.mark.usefixtures("prefect_server")
+def test_a_failed_run_exits_non_zero_with_the_error(tools_file, session_id, capsys):
+    done = nexusflow_here(
+        capsys,
+        "run",
+        'call add {"a": 1, "b": 2}',
+        "--tools",
+        f"{tools_file}:add",
+        "--max-turns",
+        "1",
+        "--session",
+        session_id,
     )
     assert done.returncode == 1
     assert done.stdout == ""
@@ -98,23 +109,24 @@ def test_a_failed_run_exits_non_zero_with_the_error(tools_file, session_id):
         ("missing_file.py:x", "--tools: no such file: missing_file.py"),
     ],
 )
-@pytest.mark.slow
-def test_bad_tool_specs_are_usage_errors(spec, message):
-    done = nexusflow("run", "hi", "--tools", spec)
+def test_bad_tool_specs_are_usage_errors(spec, message, capsys):
+    done = nexusflow_here(capsys, "run", "hi", "--tools", spec)
     assert done.returncode == 2
     assert message in done.stderr
 
 
 @pytest.mark.slow
-def test_a_bad_mcp_config_is_a_clear_error(tmp_path):
+@pytest.mark.usefixtures("prefect_server")
+def test_a_bad_mcp_config_is_a_clear_error(tmp_path, capsys):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"ghost": {"command": "nexusflow-no-such-binary"}}}))
-    done = nexusflow("run", "hi", "--mcp", str(config))
+    done = nexusflow_here(capsys, "run", "hi", "--mcp", str(config))
     assert done.returncode == 1
     assert 'nexusflow: error: mcp: server "ghost" failed to start' in done.stderr
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("prefect_server")
 @pytest.mark.anyio
 async def test_demo_runs_a_multi_step_tool_calling_run(session_id):
     done = nexusflow("demo", "--session", session_id)
@@ -134,14 +146,16 @@ async def test_demo_runs_a_multi_step_tool_calling_run(session_id):
 
 
 @pytest.mark.slow
-def test_run_drives_an_agent_cli_through_its_style(fake, tools_file, session_id):
+@pytest.mark.usefixtures("prefect_server")
+def test_run_drives_an_agent_cli_through_its_style(fake, tools_file, session_id, capsys):
     from cli_fixtures import envelope_answer, envelope_calls, styled
 
     fake.script(
         styled("claude", envelope_calls({"name": "add", "arguments": {"a": 2, "b": 3}})),
         styled("claude", envelope_answer("2 + 3 = 5")),
     )
-    done = nexusflow(
+    done = nexusflow_here(
+        capsys,
         "run",
         "what is 2+3?",
         "--style",
@@ -169,15 +183,15 @@ def test_run_drives_an_agent_cli_through_its_style(fake, tools_file, session_id)
         (["--command", "claude"], "--command and --model need --style"),
     ],
 )
-@pytest.mark.slow
-def test_cli_style_mistakes_are_clear(args, message):
-    done = nexusflow("run", "hi", *args)
+def test_cli_style_mistakes_are_clear(args, message, capsys):
+    done = nexusflow_here(capsys, "run", "hi", *args)
     assert done.returncode in (1, 2)
     assert message in done.stderr
 
 
 @pytest.mark.slow
-def test_run_reaches_the_acp_transport_through_the_acp_command(agent, tmp_path, session_id):
+@pytest.mark.usefixtures("prefect_server")
+def test_run_reaches_the_acp_transport_through_the_acp_command(agent, tmp_path, session_id, capsys):
     """The style speaks ACP only through an adapter and `--command` is /bin/false, so an answer
     proves that both `--transport acp` and `--acp-command` reached the client."""
     launch = AcpLaunch(args=[str(ACP_AGENT)], adapter=True, env={"ACP_AGENT_DIR": str(agent.root)}, verified="test")
@@ -186,13 +200,13 @@ def test_run_reaches_the_acp_transport_through_the_acp_command(agent, tmp_path, 
     agent.script([[{"say": "hello over ACP"}]])
     acp = ("run", "hi", "--style-file", str(style_file), "--command", "/bin/false", "--transport", "acp")
 
-    done = nexusflow(*acp, "--acp-command", sys.executable, "--session", session_id)
+    done = nexusflow_here(capsys, *acp, "--acp-command", sys.executable, "--session", session_id)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == "hello over ACP\n"
     (initialize,) = agent.received("initialize")
     assert initialize["params"]["protocolVersion"] == 1
 
-    forced = nexusflow(*acp, "--session", f"{session_id}-no-adapter")
+    forced = nexusflow_here(capsys, *acp, "--session", f"{session_id}-no-adapter")
     assert forced.returncode == 1, "--transport acp never falls back to the one-shot CLI"
     assert "pass its path as acp_command" in forced.stderr
     assert len(agent.received("initialize")) == 1
@@ -216,8 +230,8 @@ def test_usage_errors_exit_2_with_one_line(args, names, capsys):
     assert all(name in line for name in names), line
 
 
-def test_help_lists_every_command_without_importing_them():
-    done = nexusflow("--help")
+def test_help_lists_every_command_without_importing_them(capsys):
+    done = nexusflow_here(capsys, "--help")
     assert done.returncode == 0, done.stderr
     listed = set(re.findall(r"^│ (\S+)", done.stdout, re.MULTILINE))
     assert {"run", "demo", "answer", "styles", "mcp-bridge"} <= listed
@@ -229,9 +243,9 @@ def test_help_lists_every_command_without_importing_them():
     assert help_only.stdout.splitlines()[-1] == "False", "the commands (and Prefect) load only when one runs"
 
 
-def test_version_prints_the_package_version():
+def test_version_prints_the_package_version(capsys):
     from importlib.metadata import version
 
-    done = nexusflow("--version")
+    done = nexusflow_here(capsys, "--version")
     assert done.returncode == 0
     assert done.stdout.strip() == version("nexusflow")

@@ -1,5 +1,7 @@
-"""The `nexusflow` command's edges, as a user meets them: a real process each time, its exit
-status, and stderr that is one line (never a traceback) when the command cannot go on."""
+"""The `nexusflow` command's edges, as a user meets them: its exit status, and stderr that is one
+line (never a traceback) when the command cannot go on. A real process where the process is the
+point (a command run as printed, from another directory, a new user's home, a pipe's reader that
+leaves), else ``main`` in this process: the same output and status, without a start-up each."""
 
 import json
 import os
@@ -17,8 +19,6 @@ import pytest
 from conftest import HELPERS
 from helpers.command import nexusflow_here
 from helpers.homes import new_user_environment
-
-pytestmark = pytest.mark.usefixtures("prefect_server")
 
 ASKING_TOOLS = '''
 from nexusflow import tool
@@ -64,10 +64,13 @@ def asking(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_pending_run_prints_an_answer_command_that_works_as_copied(asking, tmp_path, session_id):
+@pytest.mark.usefixtures("prefect_server")
+def test_a_pending_run_prints_an_answer_command_that_works_as_copied(asking, tmp_path, session_id, capsys):
     """The printed command has no --tools: the session's invocation, kept in result storage,
     brings them back, from another directory too."""
-    pending = nexusflow("run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", session_id)
+    pending = nexusflow_here(
+        capsys, "run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", session_id
+    )
     assert pending.returncode == 3, pending.stderr[-3000:]
     (approve,) = re.findall(r"^nexusflow: approve with: (.*)$", pending.stderr, re.MULTILINE)
     argv = shlex.split(approve)
@@ -86,10 +89,13 @@ def test_a_pending_run_prints_an_answer_command_that_works_as_copied(asking, tmp
 
 
 @pytest.mark.slow
-def test_an_answer_without_the_tool_the_session_waits_for_fails_in_one_line(asking, session_id):
-    pending = nexusflow("run", 'call deploy {"service": "db"}', "--tools", f"{asking}:deploy", "--session", session_id)
+@pytest.mark.usefixtures("prefect_server")
+def test_an_answer_without_the_tool_the_session_waits_for_fails_in_one_line(asking, session_id, capsys):
+    pending = nexusflow_here(
+        capsys, "run", 'call deploy {"service": "db"}', "--tools", f"{asking}:deploy", "--session", session_id
+    )
     assert pending.returncode == 3, pending.stderr[-3000:]
-    answered = nexusflow("run", "--session", session_id, "--answer", "approve", "--tools", f"{asking}:add")
+    answered = nexusflow_here(capsys, "run", "--session", session_id, "--answer", "approve", "--tools", f"{asking}:add")
     assert answered.returncode == 2
     assert f'session "{session_id}" waits to run the tool "deploy", which this toolkit lacks' in one_line(answered)
 
@@ -104,11 +110,18 @@ def output_types(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_typed_run_prints_its_output_as_one_line_of_json(output_types, session_id):
+@pytest.mark.usefixtures("prefect_server")
+def test_a_typed_run_prints_its_output_as_one_line_of_json(output_types, session_id, capsys):
     """The scripted agent echoes the prompt: the answer as written is fenced and spaced, the
     output printed is the validated value, compact."""
-    done = nexusflow(
-        "run", '```json\n{"x": 1, "y": 2}\n```', "--output-type", f"{output_types}:Point", "--session", session_id
+    done = nexusflow_here(
+        capsys,
+        "run",
+        '```json\n{"x": 1, "y": 2}\n```',
+        "--output-type",
+        f"{output_types}:Point",
+        "--session",
+        session_id,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == '{"x":1,"y":2}\n'
@@ -127,20 +140,24 @@ def test_a_typed_run_prints_its_output_as_one_line_of_json(output_types, session
         ("Report", "--output-type: Report cannot be an output type: expected module:function or file.py:function"),
     ],
 )
-@pytest.mark.slow
-def test_an_unusable_output_type_exits_2_in_one_line(output_types, name, message):
-    done = nexusflow("run", "hi", "--output-type", name.format(types=output_types))
+def test_an_unusable_output_type_exits_2_in_one_line(output_types, name, message, capsys):
+    done = nexusflow_here(capsys, "run", "hi", "--output-type", name.format(types=output_types))
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stdout == ""
     assert one_line(done).startswith(f"nexusflow: {message.format(types=output_types)}")
 
 
 @pytest.mark.slow
-def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(asking, output_types, tmp_path, session_id):
+@pytest.mark.usefixtures("prefect_server")
+def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(
+    asking, output_types, tmp_path, session_id, capsys
+):
     """The answer names no type: the session's invocation brings it back. The scripted agent
-    of the answer (``--script``, replacing the prompt-following one) writes the final answer."""
+    of the answer (``--script``, replacing the prompt-following one) writes the final answer.
+    The answer is a process of its own, in another directory, which never imported the types."""
     typed = f"{output_types}:Report"
-    pending = nexusflow(
+    pending = nexusflow_here(
+        capsys,
         "run",
         'call deploy {"service": "web"}',
         "--tools",
@@ -187,6 +204,7 @@ def test_a_pending_typed_run_answered_from_elsewhere_keeps_its_output_type(askin
         (["show", str(uuid.uuid4())], "no run is known as"),
     ],
 )
+@pytest.mark.usefixtures("prefect_server")
 def test_usage_errors_exit_2_in_one_line(args, message, capsys):
     done = nexusflow_here(capsys, *args)
     assert done.returncode == 2, done.stderr[-3000:]
@@ -194,10 +212,9 @@ def test_usage_errors_exit_2_in_one_line(args, message, capsys):
     assert message in one_line(done)
 
 
-@pytest.mark.slow
-def test_a_missing_cli_binary_is_refused_before_any_server_or_flow_starts():
+def test_a_missing_cli_binary_is_refused_before_any_server_or_flow_starts(capsys):
     started = time.monotonic()
-    done = nexusflow("run", "hi", "--style", "claude", "--command", "/no/such/binary")
+    done = nexusflow_here(capsys, "run", "hi", "--style", "claude", "--command", "/no/such/binary")
     seconds = time.monotonic() - started
     assert done.returncode == 2
     assert one_line(done) == "nexusflow: --command: cli: command not found: /no/such/binary", "no flow logged a line"
@@ -205,41 +222,46 @@ def test_a_missing_cli_binary_is_refused_before_any_server_or_flow_starts():
 
 
 @pytest.mark.slow
-def test_answer_refuses_a_run_that_is_not_waiting(session_id):
-    done = nexusflow("run", "hello", "--session", session_id)
+@pytest.mark.usefixtures("prefect_server")
+def test_answer_refuses_a_run_that_is_not_waiting(session_id, capsys):
+    done = nexusflow_here(capsys, "run", "hello", "--session", session_id)
     assert done.returncode == 0, done.stderr[-3000:]
     flow_run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", done.stderr).group(1)
-    answered = nexusflow("answer", flow_run_id, "--approve")
+    answered = nexusflow_here(capsys, "answer", flow_run_id, "--approve")
     assert answered.returncode == 2
     assert one_line(answered) == f"nexusflow: flow run {flow_run_id} is not waiting for an answer: it is Completed"
 
 
 @pytest.mark.slow
-def test_the_summary_counts_tool_errors_in_the_singular_too(asking, session_id):
-    done = nexusflow("run", 'call add {"a": 1}', "--tools", f"{asking}:add", "--session", session_id)
+@pytest.mark.usefixtures("prefect_server")
+def test_the_summary_counts_tool_errors_in_the_singular_too(asking, session_id, capsys):
+    done = nexusflow_here(capsys, "run", 'call add {"a": 1}', "--tools", f"{asking}:add", "--session", session_id)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (
         "completed — 2 turns, 1 tool call, 1 tool error (0 turns and 0 tool calls replayed),"
         f" tokens ? in / ? out · cost $?, session {session_id}" in (done.stderr)
     )
-    single = nexusflow("run", "hello", "--session", f"{session_id}-2")
+    single = nexusflow_here(capsys, "run", "hello", "--session", f"{session_id}-2")
     assert "completed — 1 turn, 0 tool calls (" in single.stderr
 
 
-def test_version():
+def test_version(capsys):
     from importlib.metadata import version
 
-    done = nexusflow("--version")
+    done = nexusflow_here(capsys, "--version")
     assert (done.returncode, done.stdout) == (0, version("nexusflow") + "\n")
 
 
 @pytest.mark.slow
-def test_show_prints_the_transcript_and_the_steps(asking, session_id):
-    done = nexusflow("run", 'call add {"a": 2, "b": 3}', "--tools", f"{asking}:add", "--session", session_id)
+@pytest.mark.usefixtures("prefect_server")
+def test_show_prints_the_transcript_and_the_steps(asking, session_id, capsys):
+    done = nexusflow_here(
+        capsys, "run", 'call add {"a": 2, "b": 3}', "--tools", f"{asking}:add", "--session", session_id
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     flow_run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", done.stderr).group(1)
     for run_id in (session_id, flow_run_id):
-        shown = nexusflow("show", run_id)
+        shown = nexusflow_here(capsys, "show", run_id)
         assert shown.returncode == 0, shown.stderr[-3000:]
         assert 'call add {"a": 2, "b": 3}' in shown.stdout and "add: 5" in shown.stdout, "the transcript"
         assert f"flow run agent-{session_id} ({flow_run_id}): Completed" in shown.stdout
@@ -252,6 +274,7 @@ def test_show_prints_the_transcript_and_the_steps(asking, session_id):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("prefect_server")
 def test_a_new_users_demo_prints_no_traceback_and_no_error():
     with tempfile.TemporaryDirectory() as home:
         env = new_user_environment(home)
@@ -286,6 +309,7 @@ def test_an_acp_command_given_as_a_venv_interpreter_keeps_its_venv():
     ids=["short", "long"],
 )
 @pytest.mark.slow
+@pytest.mark.usefixtures("prefect_server")
 def test_output_piped_into_head_ends_quietly(args, lines_read, tmp_path):
     """The reader leaves early: no BrokenPipeError, nothing on stderr about it, and the
     status a shell gives a program that SIGPIPE stopped."""
@@ -306,13 +330,15 @@ def test_output_piped_into_head_ends_quietly(args, lines_read, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_command_takes_a_budget(tmp_path, session_id):
+@pytest.mark.usefixtures("prefect_server")
+def test_the_command_takes_a_budget(tmp_path, session_id, capsys):
     tools = tmp_path / "job_tools.py"
     tools.write_text("def step() -> str:\n    return 'done'\n")
     turn = {"tool_calls": [{"name": "step", "arguments": {}}], "usage": {"cost_usd": 0.01}}
     script = tmp_path / "script.json"
     script.write_text(json.dumps([turn] * 5))
-    done = nexusflow(
+    done = nexusflow_here(
+        capsys,
         "run",
         "go",
         "--tools",

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -33,6 +33,7 @@ from nexusflow.transports.cassette import ToolUse
 
 from acp_fixtures import ScriptedAgent
 from cli_fixtures import envelope_answer, envelope_calls, styled
+from helpers.command import nexusflow_here
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
@@ -46,6 +47,16 @@ def deploy(service: str) -> str:
         return suspend(f"May I deploy {service}?")
     deployed.append(service)
     return f"deployed {service}"
+
+
+@pytest.fixture
+def here(capsys: pytest.CaptureFixture[str]) -> Callable[..., Awaitable[subprocess.CompletedProcess[str]]]:
+    """The command's main in this process, in a thread: it runs an event loop of its own."""
+
+    async def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return await anyio.to_thread.run_sync(nexusflow_here, capsys, *args)
+
+    return run
 
 
 def transcript(messages) -> list[tuple[str, str | None, list[tuple[str, str]]]]:
@@ -63,8 +74,8 @@ async def deploy_program(client, session_id: str):
         return await client.resume(session_id, Answer(id=waiting.request.id, ok=True), toolkit)
 
 
-@pytest.mark.slow  # a run, its resume, the command in its own process and the replay: over 5 s
-async def test_a_pending_run_answered_is_exported_and_replays_offline(fake, claude_on_path, tmp_path, session_id):
+@pytest.mark.slow  # a run, its resume, the command (three exports) and the replay
+async def test_a_pending_run_answered_is_exported_and_replays_offline(fake, claude_on_path, tmp_path, session_id, here):
     fake.script(
         styled("claude", envelope_calls({"name": "deploy", "arguments": {"service": "web"}})),
         styled("claude", envelope_answer("Deployed web.")),
@@ -76,12 +87,7 @@ async def test_a_pending_run_answered_is_exported_and_replays_offline(fake, clau
 
     claude_on_path.unlink()  # the export needs no binary
     path = tmp_path / "exported.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "nexusflow", "export", session_id, "--cassette", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = await here("export", session_id, "--cassette", str(path))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr == f"nexusflow: wrote 2 turns of session {session_id} to {path}\n"
     saved = json.loads(path.read_text())
@@ -107,17 +113,10 @@ async def test_a_pending_run_answered_is_exported_and_replays_offline(fake, clau
     assert transcript(replayed.messages) == transcript(live.messages)
     assert cassette.unplayed() == [] and len(fake.calls()) == 2, "no process started"
 
-    usage = subprocess.run(
-        [sys.executable, "-m", "nexusflow", "export", session_id], capture_output=True, text=True, timeout=300
-    )
+    usage = await here("export", session_id)
     assert usage.returncode == 2 and len(usage.stderr.splitlines()) == 1, usage.stderr
     assert usage.stderr.startswith("nexusflow: ") and "--cassette" in usage.stderr, usage.stderr
-    refused = subprocess.run(
-        [sys.executable, "-m", "nexusflow", "export", "never-ran-0", "--cassette", str(tmp_path / "none.json")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    refused = await here("export", "never-ran-0", "--cassette", str(tmp_path / "none.json"))
     assert (refused.returncode, refused.stderr) == (
         1,
         "nexusflow: error: cassette export: no session 'never-ran-0' in the result storage\n",
@@ -366,8 +365,8 @@ async def acp_run(client, session_id: str, prompt: str = "What is 2+3?"):
         return await client.run(prompt, toolkit, session_id=session_id)
 
 
-@pytest.mark.slow  # a live agent process, the command in its own process, then the replay: about 5 s
-async def test_an_acp_run_is_exported_and_replays_offline(agent, tmp_path, session_id):
+@pytest.mark.slow  # a live agent process, the command, then the replay
+async def test_an_acp_run_is_exported_and_replays_offline(agent, tmp_path, session_id, here):
     """The ACP session's cassette is rebuilt from its records alone: our client's side is
     ours, the agent's side comes from the stored turns (the tool call and its result, the
     answers, what each turn cost). Replayed with the agent gone: the same transcript, the
@@ -378,8 +377,7 @@ async def test_an_acp_run_is_exported_and_replays_offline(agent, tmp_path, sessi
     assert (live.status, live.output, added) == ("completed", 5, [(2, 3)]), live.error
 
     path = tmp_path / "acp.json"
-    command = [sys.executable, "-m", "nexusflow", "export", session_id, "--cassette", str(path), "--style", "scripted"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    done = await here("export", session_id, "--cassette", str(path), "--style", "scripted")
     assert done.returncode == 0, done.stderr[-3000:]
     assert (
         done.stderr

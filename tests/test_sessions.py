@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from uuid import UUID
 
+import anyio
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
@@ -25,6 +26,7 @@ from prefect.client.schemas.filters import (
     FlowRunFilterStateType,
 )
 from prefect.client.schemas.objects import StateType
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 from prefect.utilities.asyncutils import run_coro_as_sync
 
 from nexusflow import Answer, ModelRequest, Toolkit, create_in_process_client, current_answer, suspend, tool
@@ -36,6 +38,7 @@ from nexusflow.sessions import forget_session, session_info
 from nexusflow.testing import ScriptedModel
 
 from conftest import HELPERS
+from helpers.command import nexusflow_here
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
@@ -193,8 +196,8 @@ def nexusflow(*args: str, cwd: Path | None = None, timeout: float = 300) -> subp
     )
 
 
-def listed(*args: str) -> dict[str, dict[str, object]]:
-    done = nexusflow("sessions", "--json", *args)
+def listed(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict[str, object]]:
+    done = nexusflow_here(capsys, "sessions", "--json", *args)
     assert done.returncode == 0, done.stderr[-3000:]
     return {entry["session_id"]: entry for entry in json.loads(done.stdout)}
 
@@ -214,10 +217,13 @@ def asking(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_sessions_lists_a_finished_a_waiting_and_a_crashed_run(asking, tmp_path, session_id):
+def test_sessions_lists_a_finished_a_waiting_and_a_crashed_run(asking, tmp_path, session_id, capsys):
+    """The crashed run is a process killed; the command's runs and listings run here."""
     finished, waiting, crashed = (f"{session_id}-{name}" for name in ("finished", "waiting", "crashed"))
-    assert nexusflow("run", "hello", "--session", finished).returncode == 0
-    asked = nexusflow("run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", waiting)
+    assert nexusflow_here(capsys, "run", "hello", "--session", finished).returncode == 0
+    asked = nexusflow_here(
+        capsys, "run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", waiting
+    )
     assert asked.returncode == 3, asked.stderr[-3000:]
     logs = tmp_path / "crashed"
     logs.mkdir()
@@ -235,20 +241,20 @@ def test_sessions_lists_a_finished_a_waiting_and_a_crashed_run(asking, tmp_path,
     assert state == "crashed", "a holder that stopped beating is crashed within seconds"
     assert time.monotonic() - gone < 15
 
-    sessions = listed()
+    sessions = listed(capsys)
     assert sessions[finished]["state"] == "completed" and sessions[finished]["turns"] == 1
     assert sessions[waiting]["state"] == "waiting" and sessions[waiting]["waits_for"] == "May I deploy web?"
     for entry in (sessions[finished], sessions[waiting], sessions[crashed]):
         assert {"session_id", "state", "flow_run_id", "updated", "turns"} <= entry.keys()
         assert datetime.fromisoformat(str(entry["updated"])).tzinfo is not None
         assert entry["flow_run_id"]
-    assert set(listed("--state", "waiting,crashed")) >= {waiting, crashed}
-    assert finished not in listed("--state", "waiting,crashed")
-    assert finished not in listed("--older-than", "1h")
+    assert set(listed(capsys, "--state", "waiting,crashed")) >= {waiting, crashed}
+    assert finished not in listed(capsys, "--state", "waiting,crashed")
+    assert finished not in listed(capsys, "--older-than", "1h")
 
-    table = nexusflow("sessions", "--state", "waiting")
+    table = nexusflow_here(capsys, "sessions", "--state", "waiting")
     assert table.returncode == 0 and waiting in table.stdout and "May I deploy web?" in table.stdout
-    refused = nexusflow("sessions", "--state", "sleeping")
+    refused = nexusflow_here(capsys, "sessions", "--state", "sleeping")
     assert refused.returncode == 2
     assert refused.stderr.strip() == (
         "nexusflow: sessions: 'sleeping' is not a state (the states: running, waiting, completed, failed, crashed)"
@@ -256,20 +262,22 @@ def test_sessions_lists_a_finished_a_waiting_and_a_crashed_run(asking, tmp_path,
 
 
 @pytest.mark.slow
-def test_a_command_run_is_answered_by_its_flow_run_id(asking, session_id):
-    asked = nexusflow("run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", session_id)
+def test_a_command_run_is_answered_by_its_flow_run_id(asking, session_id, capsys):
+    asked = nexusflow_here(
+        capsys, "run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", session_id
+    )
     assert asked.returncode == 3, asked.stderr[-3000:]
     flow_run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", asked.stderr).group(1)
-    answered = nexusflow("answer", flow_run_id, "--approve")
+    answered = nexusflow_here(capsys, "answer", flow_run_id, "--approve")
     assert answered.returncode == 0, answered.stderr[-3000:]
     assert answered.stdout == "deploy: deployed web\n"
-    again = nexusflow("answer", flow_run_id, "--approve")
+    again = nexusflow_here(capsys, "answer", flow_run_id, "--approve")
     assert again.returncode == 2
     assert again.stderr.strip() == f"nexusflow: flow run {flow_run_id} is not waiting for an answer: it is Answered"
 
 
 @pytest.mark.slow
-def test_a_python_run_is_never_answered_with_another_model(asking, tmp_path, session_id):
+def test_a_python_run_is_never_answered_with_another_model(asking, tmp_path, session_id, capsys):
     (tmp_path / "program.py").write_text(PYTHON_RUN)
     ran = subprocess.run(
         [sys.executable, "program.py", session_id], capture_output=True, text=True, timeout=300, cwd=asking.parent
@@ -280,7 +288,7 @@ def test_a_python_run_is_never_answered_with_another_model(asking, tmp_path, ses
         ("run", "--session", session_id, "--answer", "approve", "--tools", f"{asking}:deploy"),
     )
     for way in ways:
-        refused = nexusflow(*way)
+        refused = nexusflow_here(capsys, *way)
         assert refused.returncode == 2, "the bundled scripted agent never takes the place of the program's model"
         assert refused.stderr.strip() == (
             f'nexusflow: session "{session_id}" was started from Python with its own model, which the command'
@@ -290,7 +298,7 @@ def test_a_python_run_is_never_answered_with_another_model(asking, tmp_path, ses
 
 
 @pytest.mark.slow
-async def test_a_jobs_waiting_run_is_answered_as_a_new_run_of_its_deployment(session_id):
+async def test_a_jobs_waiting_run_is_answered_as_a_new_run_of_its_deployment(session_id, capsys):
     """A deployment's ``agent_job`` that ends pending (``wait: none``) is Paused; answering it
     by its flow run id starts the deployment again on the session, which goes on and ends."""
     from nexusflow.job import agent_job
@@ -312,7 +320,8 @@ async def test_a_jobs_waiting_run_is_answered_as_a_new_run_of_its_deployment(ses
     _execute(first.id)
     assert await _state(str(first.id)) == (StateType.PAUSED, "AwaitingAnswer")
 
-    answered = nexusflow("answer", str(first.id), "--approve")
+    # In a thread: the command runs an event loop of its own.
+    answered = await anyio.to_thread.run_sync(nexusflow_here, capsys, "answer", str(first.id), "--approve")
     assert answered.returncode == 0, answered.stderr[-3000:]
     second = re.search(r"it goes on in flow run ([0-9a-f-]{36}) of its deployment", answered.stderr).group(1)
     _execute(UUID(second))
@@ -334,7 +343,7 @@ def _execute(flow_run_id: UUID) -> None:
 
 
 @pytest.mark.slow
-def test_forget_refuses_a_running_session_then_removes_every_record(tmp_path, session_id, storage):
+def test_forget_refuses_a_running_session_then_removes_every_record(tmp_path, session_id, storage, capsys):
     released = tmp_path / "released"
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -349,7 +358,7 @@ def test_forget_refuses_a_running_session_then_removes_every_record(tmp_path, se
         deadline = time.monotonic() + 120
         while not (logs / "holding").exists() and holder.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        refused = nexusflow("forget", session_id)
+        refused = nexusflow_here(capsys, "forget", session_id)
         assert refused.returncode == 1
         assert f'session: "{session_id}" is running (flow run ' in refused.stderr
         assert (storage / "nexusflow" / "sessions" / session_id / "status.json").exists(), "nothing was deleted"
@@ -357,35 +366,37 @@ def test_forget_refuses_a_running_session_then_removes_every_record(tmp_path, se
         released.touch()
         holder.communicate(timeout=120)
     assert holder.returncode == 0
-    forgot = nexusflow("forget", session_id)
+    forgot = nexusflow_here(capsys, "forget", session_id)
     assert forgot.returncode == 0, forgot.stderr[-3000:]
     assert forgot.stdout.startswith(f"forgot {session_id}: ")
     assert not (storage / "nexusflow" / "sessions" / session_id).exists()
-    assert session_id not in listed()
-    nothing = nexusflow("forget", session_id)
+    assert session_id not in listed(capsys)
+    nothing = nexusflow_here(capsys, "forget", session_id)
     assert nothing.returncode == 0 and f"nothing of session {session_id} was found" in nothing.stderr
 
 
 @pytest.mark.slow
-def test_prune_removes_the_idle_sessions_of_the_states_it_is_given(asking, session_id, monkeypatch, tmp_path):
+def test_prune_removes_the_idle_sessions_of_the_states_it_is_given(asking, session_id, tmp_path, capsys):
     # A storage of its own: in the shared one, prune forgot every session the earlier tests of
     # its worker had left (55 s of CI spent deleting them, and their records gone under them).
-    monkeypatch.setenv("PREFECT_RESULTS_LOCAL_STORAGE_PATH", str(tmp_path / "storage"))
-    finished, waiting = f"{session_id}-done", f"{session_id}-asks"
-    assert nexusflow("run", "hello", "--session", finished).returncode == 0
-    asked = nexusflow("run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", waiting)
-    assert asked.returncode == 3
-    kept = nexusflow("prune", "--older-than", "1h")
-    assert kept.returncode == 0 and finished not in kept.stdout
-    pruned = nexusflow("prune", "--older-than", "0s")
-    assert pruned.returncode == 0, pruned.stderr[-3000:]
-    assert f"forgot {finished}: " in pruned.stdout and waiting not in pruned.stdout, "a waiting session stays"
-    assert set(listed()) >= {waiting} and finished not in listed()
-    named = nexusflow("prune", "--older-than", "0s", "--state", "waiting")
-    assert f"forgot {waiting}: " in named.stdout
-    bad = nexusflow("prune", "--older-than", "a week")
-    assert bad.returncode == 2
-    assert "is not a duration" in bad.stderr
+    with temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: tmp_path / "storage"}):
+        finished, waiting = f"{session_id}-done", f"{session_id}-asks"
+        assert nexusflow_here(capsys, "run", "hello", "--session", finished).returncode == 0
+        asked = nexusflow_here(
+            capsys, "run", 'call deploy {"service": "web"}', "--tools", f"{asking}:deploy", "--session", waiting
+        )
+        assert asked.returncode == 3
+        kept = nexusflow_here(capsys, "prune", "--older-than", "1h")
+        assert kept.returncode == 0 and finished not in kept.stdout
+        pruned = nexusflow_here(capsys, "prune", "--older-than", "0s")
+        assert pruned.returncode == 0, pruned.stderr[-3000:]
+        assert f"forgot {finished}: " in pruned.stdout and waiting not in pruned.stdout, "a waiting session stays"
+        assert set(listed(capsys)) >= {waiting} and finished not in listed(capsys)
+        named = nexusflow_here(capsys, "prune", "--older-than", "0s", "--state", "waiting")
+        assert f"forgot {waiting}: " in named.stdout
+        bad = nexusflow_here(capsys, "prune", "--older-than", "a week")
+        assert bad.returncode == 2
+        assert "is not a duration" in bad.stderr
 
 
 async def _artifact_keys(*session_ids: str) -> list[str]:
@@ -418,7 +429,7 @@ async def test_forget_deletes_the_session_s_artifacts_and_not_another_s_of_the_s
 
 
 @pytest.mark.slow  # a run, and the command in a process of its own
-async def test_a_forget_whose_artifact_deletes_meet_503s_tries_them_again(session_id, monkeypatch):
+async def test_a_forget_whose_artifact_deletes_meet_503s_tries_them_again(session_id, monkeypatch, capsys):
     """SQLite's busy server answers 503; once Prefect's own retries are spent (none here) the
     delete is tried again, and the forget ends with every artifact gone. A prune of 300
     sessions on a loaded machine failed with a traceback at one such delete."""
@@ -453,7 +464,8 @@ async def test_a_forget_whose_artifact_deletes_meet_503s_tries_them_again(sessio
     said = "nexusflow: error: prefect: PrefectHTTPStatusError: Server error '503"
     assert failed.stderr.startswith(said), failed.stderr
     assert await session_info(again) is not None
-    assert nexusflow("forget", again).stdout.startswith(f"forgot {again}: ")
+    forgot_again = await anyio.to_thread.run_sync(nexusflow_here, capsys, "forget", again)
+    assert forgot_again.stdout.startswith(f"forgot {again}: ")
     assert await session_info(again) is None and await _artifact_keys(again) == []
 
 
@@ -503,7 +515,7 @@ def wait(seconds: float) -> str:
 
 
 @pytest.mark.slow
-def test_ctrl_c_says_how_to_go_on_and_the_session_goes_on_without_its_prompt(tmp_path, session_id):
+def test_ctrl_c_says_how_to_go_on_and_the_session_goes_on_without_its_prompt(tmp_path, session_id, capsys):
     tools = tmp_path / "slow_tools.py"
     tools.write_text(SLOW_TOOL)
     argv = ["run", 'call wait {"seconds": 600}', "--tools", f"{tools}:wait", "--session", session_id]
@@ -524,9 +536,9 @@ def test_ctrl_c_says_how_to_go_on_and_the_session_goes_on_without_its_prompt(tmp
     assert "Traceback" not in err
 
     tools.write_text(SLOW_TOOL.replace("time.sleep(seconds)", "pass"))
-    again = nexusflow("run", "--session", session_id)
+    again = nexusflow_here(capsys, "run", "--session", session_id)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout == "wait: waited\n"
-    other = nexusflow("run", "something else", "--session", session_id)
+    other = nexusflow_here(capsys, "run", "something else", "--session", session_id)
     assert other.returncode == 0, other.stderr[-3000:]
     assert f"nexusflow: session {session_id} ran another prompt before: this run starts it anew" in other.stderr

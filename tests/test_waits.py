@@ -1,4 +1,5 @@
-"""The built-in waits against the session's Prefect server, answered from other processes."""
+"""The built-in waits against the session's Prefect server, answered from other processes (the
+command's ``run --answer`` of a pending run, which waits on nothing, runs in this one)."""
 
 import json
 import os
@@ -26,6 +27,7 @@ from nexusflow import (
 )
 from nexusflow.testing import ScriptedModel
 
+from helpers.command import nexusflow_here
 from helpers.prefect_api import flow_run_logs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
@@ -257,7 +259,7 @@ async def test_polling_resolves_when_the_condition_holds(session_id):
 
 
 @pytest.mark.slow
-def test_run_answer_on_the_command_line(tmp_path, session_id):
+def test_run_answer_on_the_command_line(tmp_path, session_id, capsys):
     tools = tmp_path / "shiptools.py"
     tools.write_text(
         "from nexusflow import tool, suspend, current_answer\n"
@@ -270,34 +272,11 @@ def test_run_answer_on_the_command_line(tmp_path, session_id):
         "    return f'shipped {what} with {answer.data}'\n"
     )
     prompt = 'call ship {"what": "v9"}'
-    first = subprocess.run(
-        [sys.executable, "-m", "nexusflow", "run", prompt, "--tools", f"{tools}:ship", "--session", session_id],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=os.environ.copy(),
-    )
+    first = nexusflow_here(capsys, "run", prompt, "--tools", f"{tools}:ship", "--session", session_id)
     assert first.returncode == 3, first.stderr[-3000:]
     assert "waiting for an answer: Ship v9?" in first.stderr
-    second = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nexusflow",
-            "run",
-            "--tools",
-            f"{tools}:ship",
-            "--session",
-            session_id,
-            "--answer",
-            "approve",
-            "--data",
-            '{"ok": 1}',
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=os.environ.copy(),
+    second = nexusflow_here(
+        capsys, "run", "--tools", f"{tools}:ship", "--session", session_id, "--answer", "approve", "--data", '{"ok": 1}'
     )
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stdout == "ship: shipped v9 with {'ok': 1}\n"
