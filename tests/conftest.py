@@ -13,6 +13,7 @@ every child process a test starts (crash-and-resume runs, the command line).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import shutil
@@ -30,7 +31,7 @@ from typing import IO
 
 import pytest
 
-from helpers.servers import free_port, migrated_home
+from helpers.servers import database_template, free_port, migrated_home
 
 _HOME = Path(tempfile.mkdtemp(prefix="nexusflow-tests-"))
 atexit.register(shutil.rmtree, _HOME, True)  # a process that never started the server leaves none behind
@@ -83,13 +84,14 @@ def _no_server_unless_asked(request: pytest.FixtureRequest) -> Iterator[None]:
 
 class _Server:
     """The session's server, started as soon as collection shows a test will need it: it
-    boots (about 5 s, on a migrated copy of the database) while the tests that need no
-    server run, which collection puts first. The copy, and the server, are made in a thread:
-    the first worker on a machine migrates the database the copies come from (9 s)."""
+    boots (about 5 s on a migrated copy of the database, 12 s on a fresh one) while the tests
+    that need no server run, which collection puts first. Started from a thread, which then
+    makes the copies' source if the machine has none yet (9 s), without holding the server up."""
 
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     starting: threading.Thread | None = None
+    spawned = threading.Event()
 
     @classmethod
     def start(cls) -> None:
@@ -100,27 +102,29 @@ class _Server:
     @classmethod
     def started(cls) -> subprocess.Popen[bytes]:
         cls.start()
-        assert cls.starting is not None
-        cls.starting.join()
+        cls.spawned.wait()
         if cls.process is None:
             raise RuntimeError(f"the Prefect server did not start:\n{(_HOME / 'server.log').read_text()[-3000:]}")
         return cls.process
 
     @classmethod
     def _spawn(cls) -> None:
-        cls.log = open(_HOME / "server.log", "wb")
         try:
-            migrated_home(_HOME)
-        except Exception as exc:
-            cls.log.write(f"{exc}\n".encode())
-            cls.log.flush()
-            return
-        cls.process = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(_PORT)],
-            stdout=cls.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+            cls.log = open(_HOME / "server.log", "wb")
+            seeded = migrated_home(_HOME, make=False)
+            cls.process = subprocess.Popen(
+                [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(_PORT)],
+                stdout=cls.log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            cls.spawned.set()
+        if not seeded:
+            # for the servers started after this one, which migrates its own; one that fails
+            # here fails again, with its message, in the test that starts the next server
+            with contextlib.suppress(Exception):
+                database_template()
 
     @classmethod
     def stop(cls) -> None:

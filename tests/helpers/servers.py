@@ -83,25 +83,39 @@ DATABASE = "prefect.db"
 """Where a server keeps its SQLite database in its PREFECT_HOME, by Prefect's default."""
 
 
-def migrated_home(home: Path) -> None:
+def migrated_home(home: Path, *, make: bool = True) -> bool:
     """A copy of a migrated SQLite database in ``home``, unless it holds one: a server's first
     start on a fresh home runs every migration, 6.7 of its 11.9 CPU-seconds on this machine.
     For the servers a test starts for something else than a new home (the session's, one to
-    restart, a second one); a new user's first run, the embedded default's, stays fresh. The
-    copy comes from one migrated database per Prefect release, made once per machine by
-    ``prefect server database upgrade`` under a lock (xdist workers start at once)."""
+    restart, a second one); a new user's first run, the embedded default's, stays fresh.
+    With ``make=False``, only when the copy's source exists already (``database_template``).
+    Whether ``home`` now holds a database."""
     target = home / DATABASE
     if target.exists():
-        return
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nexusflow" / "tests"
-    cache.mkdir(parents=True, exist_ok=True)
-    template = cache / f"prefect-{version('prefect')}.db"
-    with open(cache / "migrating.lock", "w") as lock:
+        return True
+    template = database_template() if make else _template_path()
+    if not template.exists():
+        return False
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, target)
+    return True
+
+
+def database_template() -> Path:
+    """One migrated database per Prefect release, made once per machine by ``prefect server
+    database upgrade`` under a lock (xdist workers start at once)."""
+    template = _template_path()
+    with open(template.parent / "migrating.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not template.exists():
             _migrate_into(template)
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(template, target)
+    return template
+
+
+def _template_path() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nexusflow" / "tests"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache / f"prefect-{version('prefect')}.db"
 
 
 def _migrate_into(template: Path) -> None:
