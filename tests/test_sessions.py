@@ -32,7 +32,8 @@ from prefect.utilities.asyncutils import run_coro_as_sync
 from nexusflow import Answer, ModelRequest, Toolkit, create_in_process_client, current_answer, suspend, tool
 from nexusflow._artifact_keys import artifact_key
 from nexusflow._lease import lock_name
-from nexusflow.errors import ResumeError
+from nexusflow._locks import STALE_AFTER, held
+from nexusflow.errors import ResumeError, SessionLiveError
 from nexusflow.memory import SessionStore
 from nexusflow.sessions import forget_session, session_info
 from nexusflow.testing import ScriptedModel
@@ -470,12 +471,14 @@ async def test_a_forget_whose_artifact_deletes_meet_503s_tries_them_again(sessio
 
 
 @pytest.mark.slow
-async def test_thirty_finished_sessions_leave_no_session_lock(session_id):
+async def test_thirty_finished_sessions_leave_no_session_lock(session_id, caplog):
     """Twenty at once in one process, then the last ten, each with a tool call: locks are
     taken and let go side by side, and no run reads another's result (a hundred cost a
     minute of CI and found nothing thirty do not; the soak of many runs is benchmarks').
     Only these runs' locks count: a run killed by an earlier test leaves its lock for its
-    resume."""
+    resume. A let-go the server refused for the whole of its tries (a busy SQLite server's
+    503s, 20 s of them in CI33) leaves the lock, says so, and the lock, no longer beating, is
+    a crashed holder's, which ``forget_session`` removes."""
 
     @tool
     def double(n: int) -> int:
@@ -499,7 +502,32 @@ async def test_thirty_finished_sessions_leave_no_session_lock(session_id):
     async with get_client() as prefect:
         while page := await prefect.read_global_concurrency_limits(limit=200, offset=len(limits)):
             limits += page
-    assert [limit.name for limit in limits if limit.name in ours] == []
+    left = {limit.name for limit in limits if limit.name in ours}
+    refused = {
+        result.session_id
+        for result in results
+        if f'session "{result.session_id}": could not let go of its lock' in caplog.text
+    }
+    assert left <= {lock_name(name) for name in refused if name}, "a lock left without a word"
+    for name in refused:
+        assert name is not None
+        await _forgotten_once_stale(name)
+        async with get_client() as prefect:
+            assert await held(prefect, lock_name(name)) is None
+
+
+async def _forgotten_once_stale(session_id: str) -> None:
+    """``forget_session`` once the session's holder, which stopped beating, is no longer
+    taken for a live one (``STALE_AFTER`` seconds after its last beat)."""
+    deadline = time.monotonic() + 4 * STALE_AFTER
+    while True:
+        try:
+            await forget_session(session_id)
+            return
+        except SessionLiveError:
+            if time.monotonic() > deadline:
+                raise
+            await anyio.sleep(1)
 
 
 SLOW_TOOL = '''
