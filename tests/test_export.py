@@ -5,6 +5,7 @@ not exist, still runs, or whose records lack what a cassette needs is refused.""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import threading
@@ -33,7 +34,7 @@ from nexusflow.transports.cassette import ToolUse
 
 from acp_fixtures import ScriptedAgent
 from cli_fixtures import envelope_answer, envelope_calls, styled
-from helpers.command import nexusflow_here
+from helpers.command import nexusflow_here_awaited
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
@@ -51,12 +52,8 @@ def deploy(service: str) -> str:
 
 @pytest.fixture
 def here(capsys: pytest.CaptureFixture[str]) -> Callable[..., Awaitable[subprocess.CompletedProcess[str]]]:
-    """The command's main in this process, in a thread: it runs an event loop of its own."""
-
-    async def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return await anyio.to_thread.run_sync(nexusflow_here, capsys, *args)
-
-    return run
+    """The command's main in this process."""
+    return functools.partial(nexusflow_here_awaited, capsys)
 
 
 def transcript(messages) -> list[tuple[str, str | None, list[tuple[str, str]]]]:

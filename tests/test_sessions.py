@@ -39,7 +39,7 @@ from nexusflow.sessions import forget_session, session_info
 from nexusflow.testing import ScriptedModel
 
 from conftest import HELPERS
-from helpers.command import nexusflow_here
+from helpers.command import nexusflow_here, nexusflow_here_awaited
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("prefect_server")]
 
@@ -322,7 +322,7 @@ async def test_a_jobs_waiting_run_is_answered_as_a_new_run_of_its_deployment(ses
     assert await _state(str(first.id)) == (StateType.PAUSED, "AwaitingAnswer")
 
     # In a thread: the command runs an event loop of its own.
-    answered = await anyio.to_thread.run_sync(nexusflow_here, capsys, "answer", str(first.id), "--approve")
+    answered = await nexusflow_here_awaited(capsys, "answer", str(first.id), "--approve")
     assert answered.returncode == 0, answered.stderr[-3000:]
     second = re.search(r"it goes on in flow run ([0-9a-f-]{36}) of its deployment", answered.stderr).group(1)
     _execute(UUID(second))
@@ -465,7 +465,7 @@ async def test_a_forget_whose_artifact_deletes_meet_503s_tries_them_again(sessio
     said = "nexusflow: error: prefect: PrefectHTTPStatusError: Server error '503"
     assert failed.stderr.startswith(said), failed.stderr
     assert await session_info(again) is not None
-    forgot_again = await anyio.to_thread.run_sync(nexusflow_here, capsys, "forget", again)
+    forgot_again = await nexusflow_here_awaited(capsys, "forget", again)
     assert forgot_again.stdout.startswith(f"forgot {again}: ")
     assert await session_info(again) is None and await _artifact_keys(again) == []
 

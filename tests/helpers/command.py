@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
 
+import anyio
 import pytest
 
 if TYPE_CHECKING:
@@ -37,6 +38,12 @@ def nexusflow_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess
         sys.path[:] = path
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(["nexusflow", *args], code, out, err)
+
+
+async def nexusflow_here_awaited(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``nexusflow_here`` from an async test: in a worker thread, since ``main`` runs an event
+    loop of its own."""
+    return await anyio.to_thread.run_sync(nexusflow_here, capsys, *args)
 
 
 @contextmanager
