@@ -249,10 +249,13 @@ async def test_our_records_on_s3_round_trip_and_a_missing_one_reads_as_none(topo
 
 async def test_a_subscription_limit_holds_across_both_machines(topology: Topology) -> None:
     """Six runs of the deployment, three handed to each machine, each one two-second turn
-    of a slow agent CLI, with ``max_concurrent=2`` on a limit of their own. The CLI waits
-    at a gate until every run is under way; then at no moment are more than two turns in
-    flight, by the CLI's own record in the side-effect bucket (without the limit, all six
-    would go through the gate together)."""
+    of a slow agent CLI, with ``max_concurrent=2`` on a limit of their own. The CLI records
+    its launch, then waits at a gate: once two turns are launched, two seconds pass and no
+    third is (without the limit, all six would be at the gate). With the gate open, at no
+    moment are more than two turns in flight from launch to end, by the CLI's own record in
+    the side-effect bucket, and two are (the limit is two slots, not one). A turn's interval
+    starts at its launch, not at the gate: on a loaded machine the CLI's start takes longer
+    than its turn (CI, 2026-12-05), so counted from the gate the turns never overlapped."""
     tag = f"limited-{uuid.uuid4().hex[:8]}"
     cli = topology.root / f"slow-cli-{tag}"
     cli.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(SLOW_CLI))} "$@"\n')
@@ -267,6 +270,9 @@ async def test_a_subscription_limit_holds_across_both_machines(topology: Topolog
     }
     started = time.monotonic()
 
+    def launched() -> int:
+        return len(topology.keys(SIDE_EFFECTS, f"launches/{tag}/"))
+
     a, b = topology.machines["a"], topology.machines["b"]
     runs = []
     with topology.api():
@@ -278,7 +284,11 @@ async def test_a_subscription_limit_holds_across_both_machines(topology: Topolog
             runs += mine
         for run in runs:
             await wait_for_state(run.id, lambda s: s.is_running(), timeout=120)
-        await anyio.sleep(2)  # each run at its turn: two at the gate, four waiting for a slot
+        with anyio.fail_after(120):
+            while launched() < 2:
+                await anyio.sleep(0.5)
+        await anyio.sleep(2)  # time for a third launch, were the limit not holding
+        assert launched() == 2, "two slots, two turns launched before the gate opens"
         topology.s3().put_object(Bucket=SIDE_EFFECTS, Key=f"gates/{tag}", Body=b"")
         for run in runs:
             done = await wait_for_state(run.id, lambda s: s.is_final(), timeout=120)
@@ -290,11 +300,11 @@ async def test_a_subscription_limit_holds_across_both_machines(topology: Topolog
         for key in topology.keys(SIDE_EFFECTS, f"turns/{tag}/")
     ]
     assert len(turns) == 6
-    assert most_in_flight([(turn["start"], turn["end"]) for turn in turns]) == 2, turns
+    assert most_in_flight([(turn["launched"], turn["end"]) for turn in turns]) == 2, turns
     homes = {str(machine.home): name for name, machine in topology.machines.items()}
     assert {homes[turn["home"]] for turn in turns} == {"a", "b"}
-    first = min(turn["start"] for turn in turns)
-    shown = sorted((homes[t["home"]], round(t["start"] - first, 1), round(t["end"] - first, 1)) for t in turns)
+    first = min(turn["launched"] for turn in turns)
+    shown = sorted((homes[t["home"]], round(t["launched"] - first, 1), round(t["end"] - first, 1)) for t in turns)
     print(f"\nsix limited runs on two machines: {time.monotonic() - started:.1f}s; turns {shown}")
 
 

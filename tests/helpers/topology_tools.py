@@ -58,18 +58,22 @@ TOOLS = [step]
 
 
 def slow_turn() -> None:
-    """A fake agent CLI in the claude style, for the subscription-limit test: each launch
-    (one model turn) waits for the gate named by the prompt's tag ("slow turn <tag>") to
-    open, so that every run has reached its turn, then takes two seconds, records when it
-    ran and on which machine under ``turns/<tag>/``, and answers."""
+    """A fake agent CLI in the claude style, for the subscription-limit test. Each launch (one
+    model turn, inside the run's slot) records itself under ``launches/<tag>/`` (the tag is
+    the prompt's: "slow turn <tag>"), waits for the gate of that tag to open, takes two
+    seconds, records when it was launched and ended and on which machine under
+    ``turns/<tag>/``, and answers. Launch to end lies within the slot's hold, however long
+    this process takes to start on a loaded machine."""
+    launched = time.time()
     found = re.search(r"slow turn ([A-Za-z0-9_-]+)", sys.stdin.read())
     assert found is not None, "the prompt names no tag"
-    while not _gate_open(found.group(1)):
+    tag = found.group(1)
+    _s3().put_object(Bucket=SIDE_EFFECTS, Key=f"launches/{tag}/{uuid.uuid4().hex}", Body=b"")
+    while not _gate_open(tag):
         time.sleep(0.2)
-    started = time.time()
     time.sleep(2)
-    body = json.dumps({"start": started, "end": time.time(), "home": os.environ["HOME"]})
-    _s3().put_object(Bucket=SIDE_EFFECTS, Key=f"turns/{found.group(1)}/{uuid.uuid4().hex}.json", Body=body)
+    body = json.dumps({"launched": launched, "end": time.time(), "home": os.environ["HOME"]})
+    _s3().put_object(Bucket=SIDE_EFFECTS, Key=f"turns/{tag}/{uuid.uuid4().hex}.json", Body=body)
     print(json.dumps({"type": "result", "is_error": False, "result": json.dumps({"content": "done"})}))
 
 
