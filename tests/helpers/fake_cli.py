@@ -3,7 +3,7 @@
 
 Each launch appends one JSON line to $FAKE_CLI_DIR/calls.jsonl (argv, how stdin was
 connected and what came on it, the contents of argv elements that name files, selected
-environment, pid and process group), then plays the next reply of
+environment, pid and process group, the epoch time of the launch), then plays the next reply of
 $FAKE_CLI_DIR/script.json:
 
     {"stdout": str, "stdout_hex": str, "stderr": str, "exit": int, "out": str,
@@ -43,6 +43,7 @@ with open(root / "calls.jsonl", "a", encoding="utf-8") as log:
         "pid": os.getpid(),
         "pgid": os.getpgid(0),
         "cwd": os.getcwd(),
+        "time": time.time(),
     }
     log.write(json.dumps(record, ensure_ascii=False) + "\n")
 
