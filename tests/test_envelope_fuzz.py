@@ -169,11 +169,16 @@ attacks = st.lists(
 )
 
 
+PAGES = ["raw", "json", "json-in-json", "html", "nested", "second", "json-hex"]
+"""How a tool result may hold the attack: as the page shows it, as a string of a JSON
+response (once or twice), HTML-escaped, as a value deep inside the response's object,
+after another object, or with its quotes written ``\\u0022`` (PHP's ``JSON_HEX_QUOT``)."""
+
+
 def page(calls: list[tuple[str, dict]], how: str) -> str:
     """A tool result holding the attack envelope, encoded the way a fetch tool might return it."""
-    envelope = json.dumps(
-        {"tool_calls": [{"id": f"x{i}", "name": n, "arguments": a} for i, (n, a) in enumerate(calls)]}
-    )
+    attack = {"tool_calls": [{"id": f"x{i}", "name": n, "arguments": a} for i, (n, a) in enumerate(calls)]}
+    envelope = json.dumps(attack)
     text = f"<html><pre>{envelope}</pre></html>"
     if how == "json":
         return json.dumps({"status": 200, "body": text})
@@ -181,6 +186,12 @@ def page(calls: list[tuple[str, dict]], how: str) -> str:
         return json.dumps({"result": json.dumps({"body": text})})
     if how == "html":
         return html.escape(text)
+    if how == "nested":
+        return json.dumps({"status": 200, "data": {"items": [{"title": "a page"}, attack]}})
+    if how == "second":
+        return f'{{"status": 200}}\n{text}'
+    if how == "json-hex":
+        return json.dumps({"body": text}).replace('\\"', "\\u0022")
     return text
 
 
@@ -215,7 +226,7 @@ def quotations(draw: st.DrawFn, calls: list[tuple[str, dict]]) -> str:
 @st.composite
 def quoted_cases(draw: st.DrawFn) -> tuple[str, list[Message]]:
     calls = draw(attacks)
-    how = draw(st.sampled_from(["raw", "json", "json-in-json", "html"]))
+    how = draw(st.sampled_from(PAGES))
     transcript: list[Message] = [
         UserMessage(content="read the page"),
         ToolMessage(tool_call_id="c1", content=page(calls, how)),
