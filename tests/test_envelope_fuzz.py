@@ -1,6 +1,13 @@
-"""Hostile replies by the thousand (10,000 per run, derandomized): the parser never raises,
+"""Hostile replies by the thousand (7,000 per run, derandomized): the parser never raises,
 never runs a tool it was not offered nor a call quoted from a tool result, and the repair
 loop always ends within its budget.
+
+Sizes follow bugs seeded in the parser and the transport. Found by the first and last tests
+one example in several hundred (an unknown tool let through, a lone surrogate left in a
+complaint: found after 142 to 1,642 examples, as the size changes Hypothesis's path), they
+keep 4,000 and 2,000 examples. Every example of the quoted test is an attack, and each bug
+seeded in the quoted-call search was found within 146: it runs 1,000. Almost all of an
+example's cost is Hypothesis drawing it, not the parser.
 
 Strategies combine curated atoms (surrogates, NULs, fences, huge strings, numbers past
 ``int``'s limit) rather than drawing text character by character: a draw is the expensive
@@ -234,7 +241,7 @@ def quoted_cases(draw: st.DrawFn) -> tuple[str, list[Message]]:
     return draw(quotations(calls)), transcript
 
 
-@settings(FUZZ, max_examples=4_000)
+@settings(FUZZ, max_examples=1_000)
 @given(case=quoted_cases())
 def test_a_quoted_envelope_never_yields_its_calls(case):
     text, transcript = case
