@@ -62,8 +62,9 @@ def slow_turn() -> None:
     model turn, inside the run's slot) records itself under ``launches/<tag>/`` (the tag is
     the prompt's: "slow turn <tag>"), waits for the gate of that tag to open, takes two
     seconds, records when it was launched and ended and on which machine under
-    ``turns/<tag>/``, and answers. Launch to end lies within the slot's hold, however long
-    this process takes to start on a loaded machine."""
+    ``turns/<tag>/``, and answers. Its launch is marked once its imports are done, so launch
+    to end lies within the slot's hold; the turns of the two slots overlap at the gate, however
+    long such a start takes on a loaded machine."""
     launched = time.time()
     found = re.search(r"slow turn ([A-Za-z0-9_-]+)", sys.stdin.read())
     assert found is not None, "the prompt names no tag"
