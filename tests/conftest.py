@@ -31,7 +31,7 @@ from typing import IO
 
 import pytest
 
-from helpers.servers import database_template, free_port, migrated_home
+from helpers.servers import database_template, free_port, migrated_home, untraced
 
 _HOME = Path(tempfile.mkdtemp(prefix="nexusflow-tests-"))
 atexit.register(shutil.rmtree, _HOME, True)  # a process that never started the server leaves none behind
@@ -117,6 +117,7 @@ class _Server:
                 stdout=cls.log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=untraced(dict(os.environ)),
             )
         finally:
             cls.spawned.set()
