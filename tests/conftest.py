@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -36,7 +37,12 @@ from helpers.servers import database_template, free_port, migrated_home, untrace
 _HOME = Path(tempfile.mkdtemp(prefix="nexusflow-tests-"))
 atexit.register(shutil.rmtree, _HOME, True)  # a process that never started the server leaves none behind
 _PORT = free_port()
-_CLOSED_PORT = free_port()  # nothing listens here
+_CLOSED = socket.socket()
+"""Held for the process's life: bound, never listening, so a connection to it is refused and
+no server can take its port (a port only free when picked was later answered by a Prefect
+server, and CI44's two tests of a test without a server reached it)."""
+_CLOSED.bind(("127.0.0.1", 0))
+_CLOSED_PORT = _CLOSED.getsockname()[1]
 os.environ.update(
     {
         "DO_NOT_TRACK": "1",
