@@ -2,9 +2,12 @@
 in this process or in a process it starts."""
 
 import ast
+import errno
 import os
+import socket
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import httpx
@@ -33,6 +36,18 @@ def test_a_child_process_of_such_a_test_reaches_none() -> None:
     )
     assert done.returncode != 0
     assert "ConnectError" in done.stderr
+
+
+def test_no_server_can_take_the_port_such_a_test_points_at() -> None:
+    """The port is held for the worker's life, so a server started meanwhile by any process
+    cannot bind it, even with ``SO_REUSEADDR`` as uvicorn binds (CI44: one only free when
+    picked was answered by a Prefect server)."""
+    port = urllib.parse.urlsplit(os.environ["PREFECT_API_URL"]).port
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        with pytest.raises(OSError) as refused:
+            server.bind(("127.0.0.1", port))
+    assert refused.value.errno == errno.EADDRINUSE
 
 
 GROUPED = """
