@@ -177,7 +177,7 @@ async def _configure(topology: Topology) -> None:
 def topology_fixture() -> Iterator[Topology]:
     """Import it into a test module (``from topology import topology_fixture``) to use it. It
     stops with the module's last test: kept for the session, its server and two workers,
-    polling every second, idled for the rest of the tier (447 s of a 908 s slow tier)."""
+    polling every second, idled through the rest of the tier (benchmarks/README.md)."""
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="nexusflow-topology-"))
     with ExitStack() as stack:

@@ -190,8 +190,8 @@ def start_prefect_server(
 
 def untraced(env: dict[str, str]) -> dict[str, str]:
     """``env`` without coverage's subprocess measurement (``[tool.coverage.run] patch``): a
-    Prefect server runs none of nexusflow's code, and traced it cost the fast tier a fifth of
-    its time."""
+    Prefect server runs none of nexusflow's code, and tracing every call in it is what the
+    fast tier's coverage cost (benchmarks/README.md)."""
     return {name: value for name, value in env.items() if not name.startswith("COVERAGE_PROCESS_")}
 
 
