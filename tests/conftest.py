@@ -1,6 +1,6 @@
 """One real Prefect server per test session (per xdist worker), in a temporary PREFECT_HOME,
-started only when a collected test asks for it, and then at once: it boots while the tests
-that need no server, which run first, run.
+started only when a collected test asks for it, and then with the first test (``_Server``):
+it boots while the tests that need no server, which run first, run.
 
 A module that talks to Prefect says so: ``pytestmark = pytest.mark.usefixtures("prefect_server")``.
 Every other test runs with the API pointed at a closed port, so one that needs a server
@@ -89,10 +89,15 @@ def _no_server_unless_asked(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 class _Server:
-    """The session's server, started as soon as collection shows a test will need it: it
-    boots (about 5 s on a migrated copy of the database, 12 s on a fresh one) while the tests
-    that need no server run, which collection puts first. Started from a thread, which then
-    makes the copies' source if the machine has none yet (9 s), without holding the server up."""
+    """The session's server, started when this process begins its first test, if collection
+    shows a test will need it: it boots (about 5 s on a migrated copy of the database, 12 s on
+    a fresh one) while the tests that need no server run, which collection puts first. Not
+    during a test of ``STARTED_FIRST``: the worker running the soak would keep it idle for
+    the soak's minutes. Started from a thread, which then makes the copies' source if the
+    machine has none yet (9 s), without holding the server up."""
+
+    wanted = False
+    """Whether a test collected here asks for the server."""
 
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
@@ -158,11 +163,16 @@ others, beside them: started last, one is the tier's tail."""
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected what will not run
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     served = {item for item in items if "prefect_server" in getattr(item, "fixturenames", ())}
-    if served:
-        _Server.start()
+    _Server.wanted = bool(served)
     first = [item for item in items if item.nodeid.startswith(STARTED_FIRST)]
     rest = [item for item in items if item not in first]
     items[:] = first + [item for item in rest if item not in served] + [item for item in rest if item in served]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> None:
+    if _Server.wanted and not item.nodeid.startswith(STARTED_FIRST):
+        _Server.start()
 
 
 @pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down

@@ -83,3 +83,26 @@ def test_the_dask_module_is_collected_without_dask() -> None:
     imported = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom)}
     assert not {name.split(".")[0] for name in imported} & {"dask", "distributed", "prefect_dask"}
+
+
+def test_the_worker_running_the_soak_starts_its_server_only_after_it(monkeypatch) -> None:
+    """The soak starts a server of its own and runs for minutes: the session's server, started
+    at its worker's first test, idled through them (about 1.3 CPU-s a minute, on a tier that
+    is CPU-bound). It starts with the first other test, as it does on every other worker."""
+    import conftest
+
+    started: list[str] = []
+    monkeypatch.setattr(conftest._Server, "wanted", True)
+    monkeypatch.setattr(conftest._Server, "start", lambda: started.append("server"))
+
+    class Item:
+        def __init__(self, nodeid: str) -> None:
+            self.nodeid = nodeid
+
+    conftest.pytest_runtest_protocol(Item(f"{conftest.STARTED_FIRST[0]}_grows_nothing"))
+    assert started == []
+    conftest.pytest_runtest_protocol(Item("tests/test_flow.py::test_three_turns_with_parallel_calls"))
+    assert started == ["server"]
+    monkeypatch.setattr(conftest._Server, "wanted", False)
+    conftest.pytest_runtest_protocol(Item("tests/test_flow.py::test_three_turns_with_parallel_calls"))
+    assert started == ["server"], "no test collected here asks for a server"
