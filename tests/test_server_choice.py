@@ -62,7 +62,7 @@ def homes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Home]]
             path = tmp_path_factory.mktemp(f"home-{name}")
             env = new_user_environment(path)
             if name == "b":
-                migrated_home(path)  # a's is a new home's first start; b's would only repeat it (7 CPU-s)
+                migrated_home(path)  # a's is a new home's first start; b's would only repeat its migrations
             started[name] = (path, env, stack.enter_context(nexusflow_server(env, path.parent / f"{name}.log")))
         yield {name: Home(path, env, server, served(server)) for name, (path, env, server) in started.items()}
 

@@ -87,8 +87,8 @@ def test_the_dask_module_is_collected_without_dask() -> None:
 
 def test_the_worker_running_the_soak_starts_its_server_only_after_it(monkeypatch) -> None:
     """The soak starts a server of its own and runs for minutes: the session's server, started
-    at its worker's first test, idled through them (about 1.3 CPU-s a minute, on a tier that
-    is CPU-bound). It starts with the first other test, as it does on every other worker."""
+    at its worker's first test, idled through them, on a tier that is CPU-bound
+    (benchmarks/README.md). It starts with the first other test, as on every other worker."""
     import conftest
 
     started: list[str] = []
