@@ -9,6 +9,7 @@ import subprocess
 import sys
 import urllib.parse
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -94,15 +95,13 @@ def test_the_worker_running_the_soak_starts_its_server_only_after_it(monkeypatch
     started: list[str] = []
     monkeypatch.setattr(conftest._Server, "wanted", True)
     monkeypatch.setattr(conftest._Server, "start", lambda: started.append("server"))
+    soak = SimpleNamespace(nodeid=f"{conftest.STARTED_FIRST[0]}_grows_nothing")
+    other = SimpleNamespace(nodeid="tests/test_flow.py::test_three_turns_with_parallel_calls")
 
-    class Item:
-        def __init__(self, nodeid: str) -> None:
-            self.nodeid = nodeid
-
-    conftest.pytest_runtest_protocol(Item(f"{conftest.STARTED_FIRST[0]}_grows_nothing"))
+    conftest.pytest_runtest_protocol(soak)
     assert started == []
-    conftest.pytest_runtest_protocol(Item("tests/test_flow.py::test_three_turns_with_parallel_calls"))
+    conftest.pytest_runtest_protocol(other)
     assert started == ["server"]
     monkeypatch.setattr(conftest._Server, "wanted", False)
-    conftest.pytest_runtest_protocol(Item("tests/test_flow.py::test_three_turns_with_parallel_calls"))
+    conftest.pytest_runtest_protocol(other)
     assert started == ["server"], "no test collected here asks for a server"
