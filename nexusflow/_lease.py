@@ -7,7 +7,6 @@ taken over stops before its next step (``SessionTakenOverError``)."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -17,9 +16,9 @@ from prefect.filesystems import WritableFileSystem
 
 from . import _locks
 from ._digest import digest
-from ._locks import Beat, Lease, Watch, beating, create, delete, held, let_go
+from ._locks import Beat, Lease, Taken, Watch, beating, create, dead, delete, held, let_go
 from ._secrets import get_logger
-from ._storage import read_record, step_storage
+from ._storage import holding, read_record, step_storage
 from .errors import SessionBusyError, SessionLockError, SessionTakenOverError
 
 logger = get_logger("nexusflow.session")
@@ -42,8 +41,8 @@ def lock_name(session_id: str) -> str:
     return f"{LOCK_PREFIX}{digest(session_id)}"
 
 
-async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_id: str) -> uuid.UUID:
-    """The id of the lock this run created; ``SessionBusyError`` while a live run holds it."""
+async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_id: str) -> Taken:
+    """The lock this run created; ``SessionBusyError`` while a live run holds it."""
     name = lock_name(session_id)
     started = time.monotonic()
     watch = Watch()
@@ -63,6 +62,16 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
             free = await delete(client, lock.id)
             continue
         beat = await read_record(Heartbeat, *_where(session_id), storage=storage)
+        if dead(lock.id, beat) and isinstance(beat, Heartbeat):
+            assert beat.process is not None
+            logger.warning(
+                'session "%s": flow run %s died with its process %d on this machine: taking the session over',
+                session_id,
+                beat.flow_run_id,
+                beat.process.pid,
+            )
+            free = await delete(client, lock.id)
+            continue
         verdict = watch.verdict(lock.id, beat)
         if verdict == "alive" and beat is not None:
             raise SessionBusyError(session_id, beat.flow_run_id)
@@ -102,13 +111,12 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[Sess
     side by side (a lost lock cancels the body, which may be inside a long step)."""
     storage = await step_storage()
     async with get_client() as client:
-        lock_id = await _acquire(client, storage, session_id)
+        taken = await _acquire(client, storage, session_id)
+        lock_id = taken.id
         try:
-            first = Heartbeat(
-                session_id=session_id, flow_run_id=flow_run_id, lock_id=str(lock_id), beat=0, at=time.time()
-            )
-            lease = Lease(client, storage, lock_name(session_id), _where(session_id), first)
-            with anyio.CancelScope() as stopped:
+            first = Heartbeat(session_id=session_id, flow_run_id=flow_run_id, beat=0, at=time.time())
+            lease = Lease(client, storage, lock_name(session_id), _where(session_id), first, taken)
+            with holding(session_id), anyio.CancelScope() as stopped:
                 async with beating(lease, stopped.cancel):
                     yield SessionLease(session_id, lease)
             lost = await lease.lost() if stopped.cancelled_caught else None

@@ -13,9 +13,10 @@ never free again, and a session locked that way never ran again.
 A holder that is SIGKILLed never deletes its lock, so it also beats a small record in result
 storage. A contender that finds the lock watches that record. A new beat that names the lock
 means the holder is alive. No such beat for ``STALE_AFTER`` seconds (on the contender's own
-clock, so machines' clocks may disagree) means the holder is gone: the contender deletes that
-lock by its id and tries again. When two contenders race, one creates the new lock and the
-other finds it held and beating.
+monotonic clock, so machines' clocks may disagree) means the holder is gone: the contender
+deletes that lock by its id and tries again. A holder on the contender's own machine whose
+process is gone is gone at once (``_liveness``). When two contenders race, one creates the
+new lock and the other finds it held and beating.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from prefect.client.orchestration import PrefectClient, get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.client.schemas.responses import GlobalConcurrencyLimitResponse
 from prefect.context import FlowRunContext, TaskRunContext
-from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 from prefect.filesystems import WritableFileSystem
 from pydantic import BaseModel
 
+from ._liveness import ProcessMark, gone, server_time, this_process
 from ._retry import api_retrying, is_transient
 from ._secrets import get_logger
 from ._storage import read_record, step_storage, write_record
@@ -65,8 +66,13 @@ class Beat(BaseModel):
     """The lock its holder created (absent from the records of nexusflow's earlier leases)."""
     beat: int
     at: float | None = None
-    """When it beat, on the holder's clock (seconds since the epoch): what a listing of sessions
-    reads without watching (a contender watches on its own clock instead)."""
+    """When it beat, on the holder's clock (seconds since the epoch): shown, never compared
+    with another machine's clock."""
+    served_at: float | None = None
+    """When it beat, on the Prefect server's clock: what a listing of sessions compares with
+    the server's time, so no two machines' clocks are compared (``_liveness``)."""
+    process: ProcessMark | None = None
+    """The holder's process, so that a contender on its machine knows at once when it died."""
 
 
 class SlotBeat(Beat):
@@ -75,28 +81,52 @@ class SlotBeat(Beat):
 
 
 async def held(client: PrefectClient, name: str) -> GlobalConcurrencyLimitResponse | None:
+    return (await held_now(client, name))[0]
+
+
+async def held_now(client: PrefectClient, name: str) -> tuple[GlobalConcurrencyLimitResponse | None, float | None]:
+    """The lock (None when nobody holds it) and the server's time when it said so."""
     async for attempt in api_retrying(ATTEMPTS):
         with attempt:
             try:
-                return await client.read_global_concurrency_limit_by_name(name)
-            except ObjectNotFound:
-                return None
+                response = await client.request("GET", "/v2/concurrency_limits/{id_or_name}", {}, {"id_or_name": name})
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code == 404:
+                    return None, server_time(exc.response)
+                raise
+            return GlobalConcurrencyLimitResponse.model_validate(response.json()), server_time(response)
     raise AssertionError("tenacity ends with a result or the last error")
 
 
-async def create(client: PrefectClient, name: str) -> uuid.UUID | None:
-    """The new lock's id, or None when another contender created it first. A create that
+@dataclass(frozen=True)
+class Taken:
+    """A lock this holder created: its id, and the server's time at creation, against which
+    the holder's monotonic clock stamps its beats in the server's time."""
+
+    id: uuid.UUID
+    served: float
+    monotonic: float
+
+    def served_now(self) -> float:
+        return self.served + time.monotonic() - self.monotonic
+
+
+async def create(client: PrefectClient, name: str) -> Taken | None:
+    """The new lock, or None when another contender created it first. A create that
     conflicts makes the server log a traceback: a session's lease creates first (most
     sessions are free, and the read would cost every run a round trip), a slot reads first."""
+    body = GlobalConcurrencyLimitCreate(name=name, limit=1, active_slots=1).model_dump(mode="json", exclude_unset=True)
     async for attempt in api_retrying(ATTEMPTS):
         with attempt:
             try:
-                return await client.create_global_concurrency_limit(
-                    GlobalConcurrencyLimitCreate(name=name, limit=1, active_slots=1)
-                )
-            except ObjectAlreadyExists:
-                return None  # a retry of a create whose answer was lost lands here too: the lock
-                # then looks like a stranger's and is taken over once it has not beaten
+                response = await client.request("POST", "/v2/concurrency_limits/", json=body)
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code == 409:
+                    return None  # a retry of a create whose answer was lost lands here too: the lock
+                    # then looks like a stranger's and is taken over once it has not beaten
+                raise
+            lock = GlobalConcurrencyLimitResponse.model_validate(response.json())
+            return Taken(lock.id, lock.created.timestamp() if lock.created else time.time(), time.monotonic())
     raise AssertionError("tenacity ends with a result or the last error")
 
 
@@ -141,6 +171,12 @@ async def let_go(client: PrefectClient, what: str, lock_id: uuid.UUID) -> None:
         )
 
 
+def dead(lock: uuid.UUID, beat: Beat | None) -> bool:
+    """Whether the lock's holder is dead for certain: its beat names this lock, and the
+    process that beat it ran on this machine and is gone."""
+    return beat is not None and beat.lock_id == str(lock) and gone(beat.process)
+
+
 @dataclass
 class Watch:
     """A contender's view of one lock it found held, kept from one look to the next."""
@@ -172,13 +208,22 @@ class Lease:
     taken over."""
 
     def __init__(
-        self, client: PrefectClient, storage: WritableFileSystem, name: str, where: tuple[str, ...], first: Beat
+        self,
+        client: PrefectClient,
+        storage: WritableFileSystem,
+        name: str,
+        where: tuple[str, ...],
+        first: Beat,
+        taken: Taken,
     ) -> None:
         self.client = client
         self.storage = storage
         self.name = name
         self.where = where
-        self.heartbeat = first
+        self.taken = taken
+        self.heartbeat = first.model_copy(
+            update={"lock_id": str(taken.id), "served_at": taken.served_now(), "process": this_process()}
+        )
         self.last = time.monotonic()
         """When the last beat that was stored began."""
         self._lost: float | None = None
@@ -207,7 +252,9 @@ class Lease:
             began = time.monotonic()
             if await self.lost() is not None:
                 return
-            beat = self.heartbeat.model_copy(update={"beat": self.heartbeat.beat + 1, "at": time.time()})
+            beat = self.heartbeat.model_copy(
+                update={"beat": self.heartbeat.beat + 1, "at": time.time(), "served_at": self.taken.served_now()}
+            )
             try:
                 await write_record(beat, *self.where, storage=self.storage)
             except Exception as exc:
@@ -258,9 +305,10 @@ async def slot(base: str, count: int) -> AsyncIterator[None]:
     holder = _holder()
     storage = await step_storage()
     async with get_client() as client:
-        index, lock_id = await _take_slot(client, storage, base, count)
-        first = SlotBeat(holder=holder, lock_id=str(lock_id), beat=0)
-        lease = Lease(client, storage, slot_name(base, index), ("limits", base, f"slot-{index}.json"), first)
+        index, taken = await _take_slot(client, storage, base, count)
+        lock_id = taken.id
+        first = SlotBeat(holder=holder, beat=0, at=time.time())
+        lease = Lease(client, storage, slot_name(base, index), ("limits", base, f"slot-{index}.json"), first, taken)
 
         def lost() -> None:
             logger.warning("%s: %s stood still and lost its slot to another holder", slot_name(base, index), holder)
@@ -278,7 +326,7 @@ async def _take_slot(
     storage: WritableFileSystem,
     base: str,
     count: int,
-) -> tuple[int, uuid.UUID]:
+) -> tuple[int, Taken]:
     watches = [Watch() for _ in range(count)]
     waited = False
     while True:
@@ -292,7 +340,10 @@ async def _take_slot(
                     return index, created
                 continue
             beat = await read_record(SlotBeat, "limits", base, f"slot-{index}.json", storage=storage)
-            if watch.verdict(lock.id, beat) == "stale":
+            if dead(lock.id, beat):
+                logger.warning("%s: its holder's process on this machine is gone: freeing it", name)
+                freed = await delete(client, lock.id) or freed
+            elif watch.verdict(lock.id, beat) == "stale":
                 logger.warning("%s: its holder has not beaten for %.0fs (it crashed): freeing it", name, STALE_AFTER)
                 freed = await delete(client, lock.id) or freed
         if freed:

@@ -9,9 +9,13 @@ system prompt, a tool, or a transport's environment."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from ._digest import digest
 from .events import Emit
+from .memory import Nesting, SessionRecord
 from .messages import Answer, Request
 from .options import ClientOptions
 from .toolkit import Toolkit
@@ -24,7 +28,19 @@ class LiveRun:
     given to the run's pending requests (keyed by ``bound``: an answer is for one call with
     its arguments) and the flow run that ended waiting for them."""
 
-    __slots__ = ("answered", "answers", "emit", "fallbacks", "finishing", "options", "toolkit", "transport")
+    __slots__ = (
+        "answered",
+        "answers",
+        "emit",
+        "fallbacks",
+        "finishing",
+        "nesting",
+        "on_held",
+        "options",
+        "record",
+        "toolkit",
+        "transport",
+    )
 
     def __init__(
         self,
@@ -35,6 +51,9 @@ class LiveRun:
         answers: dict[str, Answer] | None = None,
         answered: str | None = None,
         fallbacks: tuple[tuple[str, TransportFactory], ...] = (),
+        record: SessionRecord | None = None,
+        nesting: Nesting | None = None,
+        on_held: tuple[Callable[[], Awaitable[None]], ...] = (),
     ) -> None:
         self.options = options
         self.transport = transport
@@ -44,6 +63,13 @@ class LiveRun:
         self.answered = answered
         self.fallbacks = fallbacks
         """The fallback clients' names and transports, asked in order when a quota is spent."""
+        self.record = record
+        """The run's inputs: the flow stores them once it holds the session, never before."""
+        self.nesting = nesting
+        """The session this run is nested in, linked once the flow holds the session."""
+        self.on_held = on_held
+        """What the caller keeps of the session (the command's invocation): written by the
+        flow once it holds the session, so a start that is refused writes nothing."""
         self.finishing: list[asyncio.Task[None]] = []
         """What the flow left to finish after its return (its artifacts): ``Client.run`` awaits it."""
 
@@ -59,6 +85,26 @@ class LiveRun:
 
     def __repr__(self) -> str:
         return f"<LiveRun of {len(self.toolkit.specs())} tools>"
+
+
+_on_held: ContextVar[tuple[Callable[[], Awaitable[None]], ...]] = ContextVar("nexusflow_on_held", default=())
+
+
+@contextmanager
+def when_held(*writes: Callable[[], Awaitable[None]]) -> Iterator[None]:
+    """The run started in the body (``Client.run``) makes ``writes`` once it holds its session."""
+    token = _on_held.set(writes)
+    try:
+        yield
+    finally:
+        _on_held.reset(token)
+
+
+def taken_writes() -> tuple[Callable[[], Awaitable[None]], ...]:
+    """The writes given to the run about to start: given to it alone, not to the runs it nests."""
+    writes = _on_held.get()
+    _on_held.set(())
+    return writes
 
 
 def bound(request: Request) -> str:

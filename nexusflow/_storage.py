@@ -14,7 +14,9 @@ import os
 import tempfile
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -297,10 +299,50 @@ def _record_key(*parts: str) -> str:
     return "/".join((ROOT, *parts))
 
 
+_held: ContextVar[tuple[str, ...]] = ContextVar("nexusflow_held_sessions", default=())
+"""The sessions whose lock the current run and the runs it is nested in hold, innermost last
+(its context, and the tasks and tool calls it starts)."""
+
+_HOLDERS_ONLY = ("invocation.json", "session.json", "status.json", "lease.json", "nesting.json")
+"""A session's records that only its lock's holder writes (``inputs-*.json`` too): a start
+that is refused, or a process that lost the lock, must leave every byte of them as it was.
+Not among them: ``budget.json``, which a batch (``map``) sets for its members before any of
+them runs, and ``spend.json``, which the runs nested in a session add to under the budget's
+lock."""
+
+
+@contextmanager
+def holding(session_id: str) -> Iterator[None]:
+    """Mark the body as the holder of ``session_id``'s lock: only a holder writes its records."""
+    token = _held.set((*_held.get(), session_id))
+    try:
+        yield
+    finally:
+        _held.reset(token)
+
+
+def innermost_holder() -> str | None:
+    """The session of the run whose context this is (a tool of it calling ``client.run``), if any."""
+    held = _held.get()
+    return held[-1] if held else None
+
+
+def _check_holder(key: str) -> None:
+    """A write of a holder-only session record from anything but the holder is a bug: the
+    invariant that a refused start changes nothing (``tests/test_session_writes.py``)."""
+    parts = key.split("/")
+    if len(parts) != 4 or parts[:2] != [ROOT, "sessions"]:
+        return
+    name = parts[3]
+    if (name in _HOLDERS_ONLY or name.startswith("inputs-")) and parts[2] not in _held.get():
+        raise AssertionError(f"{key} written by a run that does not hold session {parts[2]!r}")
+
+
 async def write_record(value: BaseModel, *parts: str, storage: WritableFileSystem | None = None) -> None:
     """One of our records (``nexusflow/...`` in the result storage); a failed write raises
     ``StorageError``: a record that is not stored cannot be resumed from."""
     key = _record_key(*parts)
+    _check_holder(key)
     storage = storage or await step_storage()
     try:
         await _write(storage, key, value.model_dump_json().encode())

@@ -2,8 +2,8 @@
 together, in dollars or tokens, counted from what each live turn reported.
 
 A run with a budget writes it with its session (``budget.json``); a run nested in it (a
-session ``<id>.<anything>``: a sub-agent ``<id>.<step>.<call>``, a fan-out member
-``<batch>.<n>``) finds it there, so the whole tree shares one budget, and a resumed run
+sub-agent, a fan-out member, linked to its parent as it starts: ``memory.Nesting``) finds
+it there, so the whole tree shares one budget, and a resumed run
 continues the count. What was spent is ``spend.json`` beside it: each live turn adds its
 usage once, by its step key, so a replayed turn is never counted twice. Runs of one process
 update it under one lock; runs of other processes (Dask workers) read it before each turn,
@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import anyio
 from pydantic import BaseModel, Field
 
-from ._storage import read_record, session_prefix, write_record
+from ._storage import read_record, write_record
 from .errors import BudgetExceeded
+from .memory import ancestors
 from .messages import Usage
 
 
@@ -57,7 +58,7 @@ def _lock(session_id: str) -> anyio.Lock:
 
 async def set_budget(session_id: str, budget: Budget) -> None:
     """The run's own budget, stored with its session for the runs nested in it and for a resume."""
-    await write_record(budget, session_prefix(session_id), "budget.json")
+    await write_record(budget, "sessions", session_id, "budget.json")
 
 
 async def spends_from(session_id: str, own: Budget) -> Holder | None:
@@ -71,15 +72,16 @@ async def spends_from(session_id: str, own: Budget) -> Holder | None:
 
 
 async def holder(session_id: str) -> Holder | None:
-    """The nearest session of the tree, itself first, that has a budget."""
-    name = session_id
-    while True:
-        budget = await read_record(Budget, session_prefix(name), "budget.json")
+    """The nearest session of the tree, itself first, that has a budget: up the links each
+    nested run keeps (``memory.Nesting``), never by the shape of an id."""
+    budget = await read_record(Budget, "sessions", session_id, "budget.json")
+    if budget is not None and budget.bounded:
+        return Holder(session_id, budget)
+    for name in await ancestors(session_id):
+        budget = await read_record(Budget, "sessions", name, "budget.json")
         if budget is not None and budget.bounded:
             return Holder(name, budget)
-        if "." not in name:
-            return None
-        name = name.rpartition(".")[0]
+    return None
 
 
 def _over(spent: Usage, budget: Budget) -> str | None:
@@ -93,7 +95,7 @@ def _over(spent: Usage, budget: Budget) -> str | None:
 
 async def check(found: Holder) -> None:
     """Before a live turn: the tree has spent less than its budget, or the run stops here."""
-    spend = await read_record(Spend, session_prefix(found.session_id), "spend.json") or Spend()
+    spend = await read_record(Spend, "sessions", found.session_id, "spend.json") or Spend()
     over = _over(spend.usage, found.budget)
     if over is not None:
         raise BudgetExceeded(found.session_id, over)
@@ -102,14 +104,14 @@ async def check(found: Holder) -> None:
 async def count(found: Holder, key: str, usage: Usage) -> None:
     """After a live turn: its usage joins the tree's, once."""
     async with _lock(found.session_id):
-        spend = await read_record(Spend, session_prefix(found.session_id), "spend.json") or Spend()
+        spend = await read_record(Spend, "sessions", found.session_id, "spend.json") or Spend()
         if key in spend.turns:
             return
         spend = Spend(usage=spend.usage + usage, turns=[*spend.turns, key])
-        await write_record(spend, session_prefix(found.session_id), "spend.json")
+        await write_record(spend, "sessions", found.session_id, "spend.json")
 
 
 async def spent(session_id: str) -> Usage:
     """What the tree under ``session_id`` has spent by its budget's count."""
-    spend = await read_record(Spend, session_prefix(session_id), "spend.json")
+    spend = await read_record(Spend, "sessions", session_id, "spend.json")
     return spend.usage if spend is not None else Usage()

@@ -19,7 +19,7 @@ from ._checks import build, check_session_id, function, text, texts
 from ._clients import run_clients
 from ._position import child_session_id
 from ._retry import FailedOnTheApi, api_retrying, is_transient
-from ._runtime import LiveRun, bound
+from ._runtime import LiveRun, bound, taken_writes
 from ._server import use_server
 from ._storage import step_storage
 from .budget import spends_from
@@ -41,14 +41,17 @@ from .flows import agent_run, agent_run_storing_in
 from .flows.agent import preview
 from .memory import (
     ConversationStore,
+    Nesting,
     SessionRecord,
-    SessionState,
     SessionStore,
     StorageConversationStore,
+    inputs_reference,
+    nested_in,
+    nesting_here,
     read_inputs,
-    write_inputs,
+    taken_nesting,
 )
-from .messages import Answer, Message, OutputT, RunResult, SystemMessage
+from .messages import Answer, OutputT, RunResult
 from .options import ClientOptions
 from .output import OutputSpec
 from .settings import settings
@@ -289,7 +292,8 @@ class Client(Generic[OutputT]):
         exchange = sum(message.role == "user" for message in history)
         record = SessionRecord(prompt=prompt, history=history, conversation_id=conversation_id)
         session_id = exchange_session_id(conversation_id, exchange)
-        return await self._start(record, toolkit, session_id, output_type=output_type)
+        with nested_in(Nesting(parent=conversation_id, kind="exchange")):
+            return await self._start(record, toolkit, session_id, output_type=output_type)
 
     async def stream(
         self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None
@@ -340,15 +344,24 @@ class Client(Generic[OutputT]):
             raise run_outside_a_flow()
         options = self.options if output_type is None else self.options.model_copy(update={"output_type": output_type})
         OutputSpec.of(options.output_type)  # an unusable type fails here, before anything runs
-        live = LiveRun(
-            options=options,
-            transport=self.transport,
-            toolkit=toolkit if toolkit is not None else Toolkit(),
-            emit=emit,
-            answers=answers or {},
-            answered=answered,
-            fallbacks=tuple((client.name, client.transport) for client in options.fallback),
-        )
+        with taken_nesting() as given:
+            nesting = given or nesting_here(session_id, "sub-agent")
+            live = LiveRun(
+                options=options,
+                transport=self.transport,
+                toolkit=toolkit if toolkit is not None else Toolkit(),
+                emit=emit,
+                answers=answers or {},
+                answered=answered,
+                fallbacks=tuple((client.name, client.transport) for client in options.fallback),
+                record=record,
+                nesting=nesting,
+                on_held=taken_writes(),
+            )
+            return await self._attempts(record, session_id, live, subflow)
+
+    async def _attempts(self, record: SessionRecord, session_id: str, live: LiveRun, subflow: bool) -> RunResult:
+        """The run, started again when the API failed it before it began (a 503 at its start)."""
         try:
             async for attempt in api_retrying():
                 with attempt:
@@ -369,11 +382,9 @@ class Client(Generic[OutputT]):
         return result
 
     async def _attempt(self, record: SessionRecord, session_id: str, live: LiveRun, subflow: bool) -> RunResult:
-        """One start of the session's flow; the transcript travels by reference."""
-        sessions = self._sessions
-        reference = await write_inputs(session_id, record)
-        state = SessionState(inputs=reference, conversation_id=record.conversation_id)
-        await sessions.save(session_id, state)
+        """One start of the session's flow; the transcript travels by reference, stored by
+        the flow once it holds the session (a start that is refused writes nothing)."""
+        reference = inputs_reference(record)
         async with _committed_as_they_finish():
             if subflow:
                 started = agent_run_storing_in(await step_storage())
@@ -394,13 +405,6 @@ class Client(Generic[OutputT]):
                 )
                 await live.finished()
                 result = RunResult.model_validate(_unquoted(value.data if isinstance(value, State) else value))
-        if result.status == "pending":
-            await sessions.save(
-                session_id, state.model_copy(update={"pending": result.request, "waiting": result.flow_run_id})
-            )
-        elif result.status == "completed" and record.conversation_id is not None:
-            kept: list[Message] = [message for message in result.messages if not isinstance(message, SystemMessage)]
-            await self._conversations.save(record.conversation_id, kept)
         return result
 
     @staticmethod

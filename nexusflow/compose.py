@@ -36,6 +36,7 @@ from .errors import (
     map_member_stays_here,
     tool_error_arguments,
 )
+from .memory import Nesting, nested_in, nesting_here
 from .messages import FunctionSpec, RunResult, ToolResult, ToolSpec
 from .toolkit import Toolkit
 
@@ -93,7 +94,8 @@ class AgentTool:
         """The agent's output (as JSON when typed, else its text); a failed run is an error
         result carrying the run's error, for the calling model to read, and so is a run that
         ends pending (its session is named, for a person to answer and resume it)."""
-        return await self._run(arguments, position.child_session_id())
+        with nested_in(Nesting(parent=position.session_id, kind="sub-agent")):
+            return await self._run(arguments, position.child_session_id())
 
     async def _run(self, arguments: dict[str, Any], session_id: str | None) -> ToolResult:
         prompt = arguments.get("prompt")
@@ -151,12 +153,16 @@ async def map_prompts(
 
     async def member(index: int, prompt: str) -> None:
         member_id = child_session_id(session_id, index) if session_id is not None else uuid.uuid4().hex
+        nesting = nesting_here(member_id, "member", session_id)
         async with limiter:
             try:
                 if runner is None:
-                    results[index] = await client.run(prompt, toolkit, session_id=member_id, output_type=output_type)
+                    with nested_in(nesting):
+                        run = await client.run(prompt, toolkit, session_id=member_id, output_type=output_type)
+                    results[index] = run
                 else:
-                    results[index] = await _awaited(waiters, moved, client, prompt, toolkit, member_id, output_type)
+                    run = await _awaited(waiters, moved, client, prompt, toolkit, member_id, nesting, output_type)
+                    results[index] = run
             except Exception as exc:
                 results[index] = RunResult(status="failed", error=describe(exc), session_id=member_id)
 
@@ -205,11 +211,13 @@ def _crosses(runner: TaskRunner[Any], **sent: object) -> None:
 
 @task(name="map-member", task_run_name="member-{session_id}", cache_policy=NO_CACHE, persist_result=False)
 async def _member(
-    client: Runner, prompt: str, toolkit: Toolkit | None, session_id: str, output_type: object
+    client: Runner, prompt: str, toolkit: Toolkit | None, session_id: str, nesting: Nesting | None, output_type: object
 ) -> RunResult[Any]:
     """One member of a fan-out, in whichever thread or process the flow's task runner gives
-    it: an ordinary run (a flow run nested in this task run), with its own session."""
-    return await client.run(prompt, toolkit, session_id=session_id, output_type=output_type)
+    it: an ordinary run (a flow run nested in this task run), with its own session, linked to
+    its batch and to the run that started it (told here: another process sees no context)."""
+    with nested_in(nesting):
+        return await client.run(prompt, toolkit, session_id=session_id, output_type=output_type)
 
 
 _submitting = threading.Lock()
@@ -219,10 +227,10 @@ LocalCluster of their own (seen: four, one failing to start)."""
 
 
 def _submitted(
-    client: Runner, prompt: str, toolkit: Toolkit | None, session_id: str, output_type: object
+    client: Runner, prompt: str, toolkit: Toolkit | None, session_id: str, nesting: Nesting | None, output_type: object
 ) -> PrefectFuture[Any]:
     with _submitting:
-        return _member.submit(client, prompt, toolkit, session_id, output_type)
+        return _member.submit(client, prompt, toolkit, session_id, nesting, output_type)
 
 
 LOOK_EVERY = 2 * BEAT_SECONDS
@@ -236,6 +244,7 @@ async def _awaited(
     prompt: str,
     toolkit: Toolkit | None,
     session_id: str,
+    nesting: Nesting | None,
     output_type: object,
 ) -> RunResult[Any]:
     """Submitted, then waited for a slice at a time in a worker thread: a Dask cluster starts,
@@ -247,7 +256,7 @@ async def _awaited(
     that never starts is, ``START_WITHIN`` seconds after the batch last moved."""
     pulse = _Pulse(session_id, await last_beat(session_id), moved)
     future = await anyio.to_thread.run_sync(
-        _submitted, client, prompt, toolkit, session_id, output_type, limiter=waiters
+        _submitted, client, prompt, toolkit, session_id, nesting, output_type, limiter=waiters
     )
     pulse.submitted = time.monotonic()
     while True:

@@ -4,6 +4,9 @@ finds them on any machine that sees the same storage."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -13,7 +16,8 @@ from prefect.settings import get_current_settings
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ._digest import digest
-from ._storage import ROOT, read_record, write_atomically, write_record
+from ._storage import ROOT, innermost_holder, read_record, step_storage, write_atomically, write_record
+from ._storage_tree import delete_record, files
 from .messages import Message, Request, Text
 
 _MESSAGES = TypeAdapter(list[Message])
@@ -124,13 +128,13 @@ async def read_status(session_id: str) -> SessionStatus | None:
     return await read_record(SessionStatus, "sessions", session_id, "status.json")
 
 
-def _inputs_reference(record: SessionRecord) -> str:
+def inputs_reference(record: SessionRecord) -> str:
     return "inputs-" + digest(record.model_dump(mode="json", exclude={"pending"}))
 
 
 async def write_inputs(session_id: str, record: SessionRecord) -> str:
     """Store a run's inputs once (their name is their digest) and return the reference."""
-    reference = _inputs_reference(record)
+    reference = inputs_reference(record)
     await write_record(record.model_copy(update={"pending": None}), "sessions", session_id, f"{reference}.json")
     return reference
 
@@ -150,3 +154,108 @@ class SessionStore:
 
     async def save(self, session_id: str, state: SessionState) -> None:
         await write_record(state, "sessions", session_id, "session.json")
+
+
+class Nesting(BaseModel):
+    """A session that runs inside another's tree: a sub-agent in the run whose tool started
+    it, a fan-out member in its batch and in the run that started the batch, an exchange in
+    its conversation. Recorded as a link, both ways (``nesting.json`` in the session,
+    ``nested/<digest>.json`` in its parent and its batch), never read from the ids:
+    ``team.prod`` is no exchange of ``team``, and a nested id shortened to fit 128
+    characters is still found."""
+
+    parent: str
+    kind: Literal["sub-agent", "member", "exchange"]
+    batch: str | None = None
+    """The named batch (``map(session_id=...)``) of a member started inside a run."""
+
+    def above(self) -> list[str]:
+        """Where the session hangs, nearest first: its batch, then its parent."""
+        return [name for name in (self.batch, self.parent) if name is not None]
+
+
+class NestedEntry(BaseModel):
+    """One session nested in a parent, as the parent's ``nested/`` folder lists it."""
+
+    session_id: str
+    kind: Literal["sub-agent", "member", "exchange"]
+
+
+_nesting: ContextVar[Nesting | None] = ContextVar("nexusflow_nesting", default=None)
+
+
+@contextmanager
+def nested_in(nesting: Nesting | None) -> Iterator[None]:
+    """The run started in the body (``Client.run``) nests so (None: as where it starts)."""
+    token = _nesting.set(nesting)
+    try:
+        yield
+    finally:
+        _nesting.reset(token)
+
+
+@contextmanager
+def taken_nesting() -> Iterator[Nesting | None]:
+    """The nesting the run about to start was given; the runs it starts in turn see none
+    unless they are given theirs."""
+    token = _nesting.set(None)
+    try:
+        yield token.old_value if isinstance(token.old_value, Nesting) else None
+    finally:
+        _nesting.reset(token)
+
+
+def _nested_entry(parent: str, session_id: str) -> tuple[str, str, str, str]:
+    return ("sessions", parent, "nested", f"{digest(session_id)}.json")
+
+
+def nesting_here(session_id: str, kind: Literal["sub-agent", "member"], batch: str | None = None) -> Nesting | None:
+    """How a run about to start here nests: in the run whose context this is (a tool of it
+    starting the run), and in its batch; None for a run started outside any run and batch."""
+    parent = innermost_holder()
+    if parent == session_id:
+        parent = None
+    if parent is None:
+        return Nesting(parent=batch, kind=kind) if batch is not None else None
+    return Nesting(parent=parent, kind=kind, batch=batch)
+
+
+async def write_nesting(session_id: str, nesting: Nesting) -> None:
+    """Link the session to its parent and batch, both ways (by the session's holder, as it
+    starts)."""
+    entry = NestedEntry(session_id=session_id, kind=nesting.kind)
+    for above in nesting.above():
+        await write_record(entry, *_nested_entry(above, session_id))
+    await write_record(nesting, "sessions", session_id, "nesting.json")
+
+
+async def nesting_of(session_id: str) -> Nesting | None:
+    return await read_record(Nesting, "sessions", session_id, "nesting.json")
+
+
+async def nested_sessions(session_id: str) -> list[str]:
+    """The sessions nested directly in ``session_id``, by their links."""
+    storage = await step_storage()
+    names = await files(storage, f"{ROOT}/sessions/{session_id}/nested")
+    entries = [await read_record(NestedEntry, "sessions", session_id, "nested", name) for name in names]
+    return [entry.session_id for entry in entries if entry is not None]
+
+
+async def unlink(session_id: str) -> None:
+    """Remove the session's entry from its parent's list (it is forgotten on its own)."""
+    nesting = await nesting_of(session_id)
+    for above in nesting.above() if nesting is not None else []:
+        await delete_record(await step_storage(), "/".join((ROOT, *_nested_entry(above, session_id))))
+
+
+async def ancestors(session_id: str) -> list[str]:
+    """The sessions ``session_id`` hangs under, nearest first, up the links."""
+    found: list[str] = []
+    walk = [session_id]
+    for name in walk:  # grows as it goes
+        nesting = await nesting_of(name)
+        for above in nesting.above() if nesting is not None else []:
+            if above != session_id and above not in found:
+                found.append(above)
+                walk.append(above)
+    return found

@@ -27,16 +27,16 @@ from prefect.filesystems import WritableFileSystem
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel
 
-from ._artifact_keys import ARTIFACTS, artifact_key
+from ._artifact_keys import keys_of
 from ._checks import check_session_id
 from ._lease import Heartbeat, lock_name
-from ._locks import STALE_AFTER, delete, held
+from ._locks import STALE_AFTER, dead, delete, held, held_now
 from ._retry import api_retrying
 from ._server import use_server
 from ._storage import ROOT, read_record, session_prefix, step_storage
 from ._storage_tree import children, delete_record, delete_tree
 from .errors import SessionLiveError, argument_wrong, sessions_bad_duration, sessions_bad_state
-from .memory import conversation_key, read_status
+from .memory import ancestors, conversation_key, nested_sessions, read_status, unlink
 
 State = Literal["running", "waiting", "completed", "failed", "crashed"]
 STATES: tuple[State, ...] = get_args(State)
@@ -106,14 +106,36 @@ def states(given: Iterable[str]) -> set[State]:
     return chosen
 
 
-async def _info(session_id: str) -> SessionInfo | None:
+async def _alive(client: PrefectClient, session_id: str, beat: Heartbeat | None) -> bool:
+    """Whether a run holds the session and lives, judged on the Prefect server's clock (the
+    holder stamps its beats with it) or, on this machine, by its process: never by comparing
+    this machine's clock with the holder's (``_liveness``). A lock nobody holds means no run."""
+    lock, now = await held_now(client, lock_name(session_id))
+    if lock is None:
+        return False
+    if dead(lock.id, beat):
+        return False
+    if beat is None or beat.lock_id != str(lock.id):  # its holder took it and has not beaten yet
+        taken = lock.created.timestamp() if lock.created is not None else None
+        return now is None or taken is None or now - taken < STALE_AFTER + _DATE_RESOLUTION
+    if beat.served_at is not None and now is not None:
+        return now - beat.served_at < STALE_AFTER + _DATE_RESOLUTION
+    return beat.at is not None and time.time() - beat.at < STALE_AFTER  # a beat of an earlier nexusflow
+
+
+_DATE_RESOLUTION = 1.0
+"""The server's ``Date`` is to the second: a beat is taken for alive for a second longer."""
+
+
+async def _info(session_id: str, client: PrefectClient) -> SessionInfo | None:
     status = await read_status(session_id)
     beat = await read_record(Heartbeat, "sessions", session_id, "lease.json")
     if status is None and beat is None:
         return None  # a session of an earlier nexusflow, or records without a run
     if status is None or status.state == "running":
-        alive = beat is not None and beat.at is not None and time.time() - beat.at < STALE_AFTER
-        last = datetime.fromtimestamp(beat.at, UTC) if beat is not None and beat.at else None
+        alive = await _alive(client, session_id, beat)
+        stamp = beat.served_at or beat.at if beat is not None else None
+        last = datetime.fromtimestamp(stamp, UTC) if stamp else None
         return SessionInfo(
             session_id=session_id,
             state="running" if alive else "crashed",
@@ -142,7 +164,8 @@ async def session_info(session_id: str) -> SessionInfo | None:
     """One session as ``list_sessions`` shows it; None when the result storage holds no run of it."""
     check_session_id(session_id, "session_info")
     use_server()
-    return await _info(session_id)
+    async with get_client() as client:
+        return await _info(session_id, client)
 
 
 async def list_sessions(*, state: Iterable[str] = (), older_than: timedelta | None = None) -> list[SessionInfo]:
@@ -157,40 +180,51 @@ async def list_sessions(*, state: Iterable[str] = (), older_than: timedelta | No
     found: dict[str, SessionInfo] = {}
     limiter = anyio.CapacityLimiter(_AT_ONCE)
 
-    async def one(name: str) -> None:
+    async def one(name: str, client: PrefectClient) -> None:
         async with limiter:
-            info = await _info(name)
+            info = await _info(name, client)
         if info is not None:
             found[name] = info
 
-    async with anyio.create_task_group() as group:
+    async with get_client() as client, anyio.create_task_group() as group:
         for name in names:
-            group.start_soon(one, name)
+            group.start_soon(one, name, client)
     cutoff = datetime.now(UTC) - older_than if older_than is not None else None
     kept = [info for info in found.values() if info.state in wanted and (cutoff is None or info.updated <= cutoff)]
     return sorted(kept, key=lambda info: info.updated, reverse=True)
 
 
 async def forget_session(session_id: str) -> list[Forgotten]:
-    """Delete a session and the sessions nested in it (``<id>.<n>``: its sub-agents, its
-    fan-out members, a conversation's exchanges): their records, a conversation kept under
-    the id, their artifacts on the Prefect server, and a crashed holder's lock left there.
-    A session that runs is refused (``SessionLiveError``), and then nothing is deleted."""
+    """Delete a session and the sessions nested in it (its sub-agents, its fan-out members,
+    a conversation's exchanges, each linked to it as it started; never another session whose
+    id merely begins the same): their records, a conversation kept under the id, their
+    artifacts on the Prefect server, and a crashed holder's lock left there. A session that
+    runs is refused (``SessionLiveError``), and then nothing is deleted."""
     check_session_id(session_id, "forget_session")
     use_server()
     storage = await step_storage()
-    return await _forget(storage, session_id, await children(storage, f"{ROOT}/sessions"))
+    return await _forget(storage, session_id, set(await children(storage, f"{ROOT}/sessions")))
 
 
-async def _forget(storage: WritableFileSystem, session_id: str, known: Iterable[str]) -> list[Forgotten]:
+async def tree(session_id: str) -> list[str]:
+    """The session and every session nested in it, by their links, the session first."""
+    found = [session_id]
+    for name in found:  # grows as it goes: each session's nested ones join the walk
+        found += [nested for nested in await nested_sessions(name) if nested not in found]
+    return found
+
+
+async def _forget(storage: WritableFileSystem, session_id: str, known: set[str]) -> list[Forgotten]:
     """``forget_session`` among the sessions ``known`` to the storage."""
-    names = [name for name in known if _within(name, session_id)]
-    infos = [info for info in [await _info(name) for name in names] if info is not None]
-    for info in infos:
-        if info.state == "running":
-            raise SessionLiveError(info.session_id, info.flow_run_id)
-    forgotten = []
+    names = [name for name in await tree(session_id) if name in known]
     async with get_client() as client:
+        infos = [info for info in [await _info(name, client) for name in names] if info is not None]
+        for info in infos:
+            if info.state == "running":
+                raise SessionLiveError(info.session_id, info.flow_run_id)
+        if session_id in known:
+            await unlink(session_id)
+        forgotten = []
         for name in sorted(set(names) | {session_id}):
             # The records last: they are how a prune finds the session, so a forget that failed
             # midway (the API down) is finished by the next prune or forget.
@@ -216,7 +250,7 @@ async def _forget(storage: WritableFileSystem, session_id: str, known: Iterable[
 async def _delete_artifacts(client: PrefectClient, name: str) -> int:
     """The session's artifacts, every version of each key, on its own flow runs
     (``agent-<id>``): another session whose id maps to the same key keeps its own."""
-    keys = ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key(kind, name) for kind in ARTIFACTS]))
+    keys = ArtifactFilter(key=ArtifactFilterKey(any_=keys_of(name)))
     runs = FlowRunFilter(name=FlowRunFilterName(any_=[f"agent-{name}"]))
     deleted = 0
     while found := await client.read_artifacts(artifact_filter=keys, flow_run_filter=runs, limit=200):
@@ -234,10 +268,6 @@ async def _delete_artifact(client: PrefectClient, artifact: UUID) -> None:
             await client.delete_artifact(artifact)
 
 
-def _within(name: str, session_id: str) -> bool:
-    return name == session_id or name.startswith(f"{session_id}.")
-
-
 async def prune_sessions(*, older_than: timedelta, state: Iterable[str] = ()) -> list[Forgotten]:
     """Forget every session idle for longer than ``older_than`` in one of ``state`` (by
     default completed, failed and crashed: a waiting request stays until it is answered or
@@ -250,7 +280,7 @@ async def prune_sessions(*, older_than: timedelta, state: Iterable[str] = ()) ->
     storage = await step_storage()
     known = set(await children(storage, f"{ROOT}/sessions"))
     chosen = set(idle)
-    outer = [name for name in idle if not _outer_names(name, chosen)]
+    outer = [name for name in idle if not await _outer_names(name, chosen)]
     done: dict[str, list[Forgotten]] = {}
     limiter = anyio.CapacityLimiter(_FORGET_AT_ONCE)
 
@@ -273,10 +303,9 @@ async def prune_sessions(*, older_than: timedelta, state: Iterable[str] = ()) ->
     return [one for name in idle for one in done.get(name, [])]
 
 
-def _outer_names(name: str, among: set[str]) -> list[str]:
-    """The sessions among ``among`` that ``name`` is nested in (``<outer>.<...>``)."""
-    parts = name.split(".")
-    return [outer for outer in (".".join(parts[:end]) for end in range(1, len(parts))) if outer in among]
+async def _outer_names(name: str, among: set[str]) -> list[str]:
+    """The sessions among ``among`` that ``name`` is nested in, up its links."""
+    return [outer for outer in await ancestors(name) if outer in among]
 
 
 def list_sessions_sync(*, state: Iterable[str] = (), older_than: timedelta | None = None) -> list[SessionInfo]:

@@ -11,17 +11,18 @@ from pathlib import Path
 PACKAGE = Path(__file__).parent.parent / "nexusflow"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (14, ("nexusflow.__main__",)),
-    (13, ("nexusflow.command",)),
-    (12, ("nexusflow",)),
-    (11, ("nexusflow.demo", "nexusflow.job")),
-    (10, ("nexusflow.testing",)),
-    (9, ("nexusflow.cli_client",)),
-    (8, ("nexusflow.client",)),
-    (7, ("nexusflow.flows", "nexusflow.compose", "nexusflow.sessions")),
-    (6, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),
-    (5, ("nexusflow.transports", "nexusflow.options")),
-    (4, ("nexusflow.toolkit", "nexusflow.memory", "nexusflow._locks", "nexusflow.budget")),
+    (15, ("nexusflow.__main__",)),
+    (14, ("nexusflow.command",)),
+    (13, ("nexusflow",)),
+    (12, ("nexusflow.demo", "nexusflow.job")),
+    (11, ("nexusflow.testing",)),
+    (10, ("nexusflow.cli_client",)),
+    (9, ("nexusflow.client",)),
+    (8, ("nexusflow.flows", "nexusflow.compose", "nexusflow.sessions")),
+    (7, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),
+    (6, ("nexusflow.transports", "nexusflow.options")),
+    (5, ("nexusflow.toolkit", "nexusflow._locks", "nexusflow.budget")),
+    (4, ("nexusflow.memory",)),
     (
         3,
         (
@@ -30,6 +31,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "nexusflow._clients",
             "nexusflow._storage",
             "nexusflow._storage_tree",
+            "nexusflow._liveness",
             "nexusflow._concurrency",
             "nexusflow._retry",
             "nexusflow._server",

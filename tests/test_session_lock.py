@@ -20,7 +20,7 @@ from pydantic import BaseModel
 import nexusflow._lease as lease
 import nexusflow._locks as locks
 from nexusflow import ModelRequest, Toolkit, create_in_process_client, tool
-from nexusflow._storage import write_record
+from nexusflow._storage import holding, write_record
 
 from helpers.flaky_api import flaky_api
 
@@ -90,7 +90,8 @@ async def test_an_orphaned_slot_of_earlier_leases_is_taken_over_once_its_beat_is
 
     await make_lock(session_id, active_slots=1)
     old = OldHeartbeat(session_id=session_id, flow_run_id=str(uuid.uuid4()), lease_id=str(uuid.uuid4()), beat=7)
-    await write_record(old, "sessions", session_id, "lease.json")
+    with holding(session_id):  # the records an earlier holder left
+        await write_record(old, "sessions", session_id, "lease.json")
     result = await create_in_process_client(answer).run("go", session_id=session_id)
     assert result.status == "completed", result.error
     assert await lock_of(session_id) is None

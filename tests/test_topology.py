@@ -229,14 +229,15 @@ async def test_our_records_on_s3_round_trip_and_a_missing_one_reads_as_none(topo
     from prefect_aws import S3Bucket
 
     from nexusflow._lease import Heartbeat
-    from nexusflow._storage import read_record, write_record
+    from nexusflow._storage import holding, read_record, write_record
     from nexusflow.errors import StorageError
 
     beat = Heartbeat(session_id="s3-records", flow_run_id=str(uuid.uuid4()), lock_id=str(uuid.uuid4()), beat=3)
     with topology.api():
         bucket = await S3Bucket.aload("nexusflow-results")
         assert await read_record(Heartbeat, "sessions", "never-ran", "lease.json", storage=bucket) is None
-        await write_record(beat, "sessions", "s3-records", "lease.json", storage=bucket)
+        with holding("s3-records"):
+            await write_record(beat, "sessions", "s3-records", "lease.json", storage=bucket)
         assert await read_record(Heartbeat, "sessions", "s3-records", "lease.json", storage=bucket) == beat
         closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
         elsewhere = bucket.model_copy(deep=True)

@@ -8,15 +8,17 @@ import shlex
 import shutil
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import anyio
 from cyclopts import Parameter, Token
-from prefect.artifacts import Artifact
 from prefect.client.orchestration import PrefectClient, get_client
 from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
     FlowRunFilter,
     FlowRunFilterId,
     FlowRunFilterName,
@@ -24,14 +26,15 @@ from prefect.client.schemas.filters import (
     FlowRunFilterStateType,
 )
 from prefect.client.schemas.objects import FlowRun, StateType
-from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
+from prefect.client.schemas.sorting import ArtifactSort, FlowRunSort, TaskRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.settings import get_current_settings
 from pydantic import TypeAdapter
 
-from .._artifact_keys import artifact_key
+from .._artifact_keys import keys_of
 from .._checks import check_session_id
 from .._imports import import_output_type, import_tools
+from .._runtime import when_held
 from .._server import use_server
 from ..cli_client import create_cli_client
 from ..client import Client, create_in_process_client, new_session_id
@@ -411,15 +414,16 @@ async def run(
     use_server()
     if session is not None:
         await _say_if_another_prompt(session_id, prompt)
-    await save_invocation(session_id, invocation)
     return await _run_session(client, invocation, kit, prompt, session_id)
 
 
 async def _run_session(client: Client, invocation: Invocation, kit: list[Any], prompt: str, session_id: str) -> int:
-    """The run; Ctrl-C says how to go on with it."""
+    """The run; Ctrl-C says how to go on with it. The invocation is stored by the run once it
+    holds the session: a start that is refused leaves the live session's as it was."""
     try:
         async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
-            result = await client.run(prompt, toolkit, session_id=session_id)
+            with when_held(partial(save_invocation, session_id, invocation)):
+                result = await client.run(prompt, toolkit, session_id=session_id)
     except (KeyboardInterrupt, anyio.get_cancelled_exc_class()):
         print(f"nexusflow: interrupted; go on with: {command_name()} run --session {session_id}", file=sys.stderr)
         raise
@@ -438,7 +442,6 @@ async def _run_again(session_id: str, given: dict[str, Any]) -> int:
     invocation = stored.over(given)
     client = _client(invocation)
     _check_files(invocation.mcp, invocation.skills)
-    await save_invocation(session_id, invocation)
     return await _run_session(client, invocation, _tools(invocation.tools), record.prompt, session_id)
 
 
@@ -608,6 +611,18 @@ async def demo(*, session: str | None = None) -> int:
     return await _finish(result, client)
 
 
+async def _transcript(client: PrefectClient, session: str, runs: list[FlowRun]) -> str | None:
+    """The session's latest transcript, from its own flow runs: never another session's
+    whose id folds to the same artifact key (``Mix_N``, ``mix-n``)."""
+    found = await client.read_artifacts(
+        artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys_of(session, ("transcript",)))),
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id for run in runs])),
+        sort=ArtifactSort.CREATED_DESC,
+        limit=1,
+    )
+    return str(found[0].data) if found else None
+
+
 async def _runs_of(client: PrefectClient, run_id: str) -> list[FlowRun]:
     """The flow run with this id, else the runs of the session with this id, oldest first."""
     try:
@@ -632,8 +647,8 @@ async def show(run_id: str, /) -> int:
         if not runs:
             raise usage_no_run(run_id)
         session = runs[-1].parameters.get("session_id") or f"job-{runs[-1].id}"
-        transcript = await Artifact.aget(artifact_key("transcript", str(session)), client=client)
-        print(transcript.data if transcript is not None else f"(no transcript for session {session})")
+        transcript = await _transcript(client, str(session), runs)
+        print(transcript if transcript is not None else f"(no transcript for session {session})")
         for flow_run in runs:
             print(f"\nflow run {flow_run.name} ({flow_run.id}): {flow_run.state_name}")
             steps = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id]))

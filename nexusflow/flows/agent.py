@@ -36,8 +36,18 @@ from ..errors import (
     storage_inputs_missing,
     unwrap,
 )
-from ..memory import SessionRecord, SessionStatus, read_inputs, write_status
-from ..messages import Answer, ModelRequest, RunResult, ToolCall
+from ..memory import (
+    SessionRecord,
+    SessionState,
+    SessionStatus,
+    SessionStore,
+    StorageConversationStore,
+    read_inputs,
+    write_inputs,
+    write_nesting,
+    write_status,
+)
+from ..messages import Answer, Message, ModelRequest, RunResult, SystemMessage, ToolCall
 from ..options import ClientOptions
 from ..output import OutputSpec
 from ..suspension import Suspended
@@ -192,11 +202,11 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     try:
         async with session_lease(session_id, run_id) as lease:
             holding = True
-            await write_status(session_id, SessionStatus(state="running", flow_run_id=run_id, updated=_now()))
+            await _take(session_id, run_id, inputs, live)
             try:
                 if live.answered is not None:
                     await _mark_answered(live.answered, run_id)
-                record = await _inputs(session_id, inputs, prompt)
+                record = live.record if live.record is not None else await _inputs(session_id, inputs, prompt)
                 spends_from = await _budget(session_id, options)
                 state.messages = opening_messages(
                     record.prompt, options.system_prompt, toolkit.instructions, record.history
@@ -252,8 +262,11 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                 outcome = result("completed", text=text, output=text if options.output_type is str else state.output)
             except Exception as exc:
                 with anyio.CancelScope(shield=True):
-                    await _left(session_id, run_id, state, exc)
+                    await _left(session_id, run_id, state, exc, inputs, live.record)
                 raise
+            if record.conversation_id is not None:
+                kept: list[Message] = [message for message in state.messages if not isinstance(message, SystemMessage)]
+                await (options.conversation_store or StorageConversationStore()).save(record.conversation_id, kept)
             await write_status(session_id, _status(outcome))
     except Exception as exc:
         waiting = unwrap(exc)
@@ -317,14 +330,50 @@ async def _budget(session_id: str, options: ClientOptions) -> Holder | None:
     return await spends_from(session_id, options.budget)
 
 
-async def _left(session_id: str, run_id: str, state: LoopState, exc: Exception) -> None:
+async def _take(session_id: str, run_id: str, reference: str | None, live: LiveRun) -> None:
+    """What the run keeps of its session, written once it holds it and never before: its
+    inputs, its state, its link to the run it is nested in, the caller's own records (the
+    command's invocation) and its status. A start that is refused writes none of them."""
+    record = live.record
+    writes: list[Awaitable[object]] = [
+        write_status(session_id, SessionStatus(state="running", flow_run_id=run_id, updated=_now()))
+    ]
+    if record is not None and reference is not None:
+        state = SessionState(inputs=reference, conversation_id=record.conversation_id)
+        writes += [write_inputs(session_id, record), SessionStore().save(session_id, state)]
+    if live.nesting is not None:
+        writes.append(write_nesting(session_id, live.nesting))
+    writes += [write() for write in live.on_held]
+    async with anyio.create_task_group() as group:
+        for write in writes:
+            group.start_soon(_awaited, write)
+
+
+async def _awaited(write: Awaitable[object]) -> None:
+    await write
+
+
+async def _left(
+    session_id: str,
+    run_id: str,
+    state: LoopState,
+    exc: Exception,
+    reference: str | None,
+    record: SessionRecord | None,
+) -> None:
     """The session's status as a run that raised leaves it, written while it still holds the
-    session (a run that took it over writes its own). A failure to write it is logged: the
-    run's own error is what it reports."""
+    session (a run that took it over writes its own), and, for a run that ends waiting, what
+    it waits for (``client.resume`` and ``nexusflow answer`` read it). A status that cannot be
+    written is logged: the run's own error is what it reports; a request that cannot be stored
+    fails the run (a run left pending that nothing can answer would be lost)."""
     error = unwrap(exc)
     if isinstance(error, SessionTakenOverError):
         return
     waiting = error.request if isinstance(error, Suspended) else None
+    if waiting is not None and reference is not None:
+        conversation = record.conversation_id if record is not None else None
+        pending = SessionState(inputs=reference, conversation_id=conversation, pending=waiting, waiting=run_id)
+        await SessionStore().save(session_id, pending)
     status = SessionStatus(
         state="waiting" if waiting is not None else "failed",
         flow_run_id=run_id,
