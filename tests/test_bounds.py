@@ -103,7 +103,8 @@ async def test_the_calls_of_one_reply_run_at_most_16_at_once(session_id: str) ->
     async with Toolkit([counter.tool]) as toolkit:
         result = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
         assert result.status == "completed", result.error
-        assert (counter.ran, counter.most) == (64, 16)
+        assert counter.ran == 64
+        assert 1 < counter.most <= 16  # side by side, within the bound
         # Both bounds are options, and settings.
         again = InFlight()
         model = Calls([("count", json.dumps({"n": n})) for n in range(6)])
@@ -111,7 +112,7 @@ async def test_the_calls_of_one_reply_run_at_most_16_at_once(session_id: str) ->
         async with Toolkit([again.tool]) as kit:
             result = await client.run("go", kit, session_id=f"{session_id}-2")
     assert result.status == "completed", result.error
-    assert (again.ran, again.most) == (5, 2)
+    assert again.ran == 5 and again.most <= 2
     assert model.read[5].startswith('error: tool "count" was not run: the reply asked for 6 tool calls')
 
 

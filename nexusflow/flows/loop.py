@@ -88,15 +88,8 @@ async def _run_calls(
 def _not_run(calls: list[ToolCall], limit: int) -> list[tuple[ToolRecord, bool]]:
     """The answers to the calls of a reply past ``limit``: errors the model reads, with no
     task run each (the same reply gives the same answers when its turn replays)."""
-    return [
-        (
-            ToolRecord(
-                result=ToolResult(content=tool_error_not_run(call.name, len(calls), limit), is_error=True), seconds=0.0
-            ),
-            False,
-        )
-        for call in calls[limit:]
-    ]
+    said = [tool_error_not_run(call.name, len(calls), limit) for call in calls[limit:]]
+    return [(ToolRecord(result=ToolResult(content=text, is_error=True), seconds=0.0), False) for text in said]
 
 
 def _count_turn(metrics: RunMetrics, record: TurnRecord, replayed: bool) -> None:
