@@ -61,11 +61,14 @@ from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
 
 RunT = TypeVar("RunT")
+"""A run's own output type, given to one call."""
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class _Stopped:
+    """A Ctrl-C or an exit caught in the event loop, to raise in the caller's thread."""
+
     raised: KeyboardInterrupt | SystemExit
 
 
@@ -84,9 +87,6 @@ def _as_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     if isinstance(outcome, _Stopped):
         raise outcome.raised
     return outcome
-
-
-"""A run's own output type, given to one call."""
 
 
 def new_session_id() -> str:

@@ -23,7 +23,8 @@ TOOL_CALLS = 64
 """Tool calls run per reply, by default: more than a model asks for in earnest, and few
 enough that a reply of 10,000 calls never becomes 10,000 task runs."""
 PARALLEL_TOOL_CALLS = 16
-"""Tool calls of one reply that run at once, by default."""
+"""Tool calls of one reply that run at once, by default: each is a task run, a few requests
+to Prefect's API, so more at once mostly wait on the server (1,000 at once took 17 s)."""
 TOOL_RESULT = 2**20
 """Bytes of a tool result, by default: about 250,000 tokens, more than most models read in a
 whole turn, and every later turn of the run carries it again (a CLI's prompt, each stored
