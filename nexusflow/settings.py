@@ -64,7 +64,10 @@ CLIENT_FIELDS = (
 class NexusflowSettings(BaseSettings):
     """``NEXUSFLOW_MAX_TURNS=40`` sets ``max_turns``, and so on for each field."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, enable_decoding=False)
+    # A duration of inf or nan bounds nothing: refused by the variable's name.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, enable_decoding=False, allow_inf_nan=False
+    )
 
     max_turns: int = Field(default=20, ge=1, description="Turns after which a run fails with MaxTurnsExceeded.")
     model_retries: int = Field(

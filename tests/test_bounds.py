@@ -279,6 +279,17 @@ def test_a_duration_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[
     assert line.startswith("nexusflow: ") and ("at most" in line or "finite" in line), line
 
 
+@pytest.mark.parametrize("variable", ["NEXUSFLOW_TIMEOUT", "NEXUSFLOW_WAIT_TIMEOUT", "NEXUSFLOW_MAX_QUOTA_WAIT"])
+def test_a_duration_setting_out_of_range_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """Before: ``inf`` was taken (on ad9173b the command went on to the run, exit 1)."""
+    monkeypatch.setenv(variable, "inf")
+    ran = nexusflow_here(capsys, "run", "hi")
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr.splitlines() == [f"nexusflow: {variable}: input should be a finite number, not 'inf' (str)"]
+
+
 @pytest.mark.parametrize("bad", ["job\n", "job\r\n", "\njob", "a" * 128 + "\n"])
 def test_a_session_id_with_a_newline_is_refused(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Before: ``job\\n`` was accepted (``$`` matches before a final newline; on ad9173b
