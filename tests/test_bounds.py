@@ -73,8 +73,8 @@ class InFlight:
 @RUN
 @pytest.mark.anyio
 async def test_a_reply_of_10000_calls_runs_the_first_64_and_tells_the_model_of_the_rest(session_id: str) -> None:
-    """Before the bound: all 10,000 started at once, none finished in 300 s (on ad9173b this
-    test did not end within 120 s)."""
+    """Before the bound: all 10,000 started at once (on ad9173b this test ignored a SIGINT at
+    100 s and was killed after 12 minutes, unfinished)."""
     counter = InFlight()
     model = Calls([("count", json.dumps({"n": n})) for n in range(10_000)])
     client = create_in_process_client(model)
@@ -117,7 +117,7 @@ async def test_the_calls_of_one_reply_run_at_most_16_at_once(session_id: str) ->
 
 
 def test_the_bounds_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before: no such options (on ad9173b ``create_in_process_client`` refused them)."""
+    """Before: no such options (on ad9173b: ``AttributeError``, no ``max_tool_calls``)."""
     defaults = create_in_process_client(Calls([])).options
     assert (
         defaults.max_tool_calls,
@@ -201,8 +201,9 @@ async def test_arguments_nested_too_deep_are_an_error_the_model_reads(session_id
 @RUN
 @pytest.mark.anyio
 async def test_keyboard_interrupt_and_system_exit_from_a_tool_propagate_as_themselves(session_id: str) -> None:
-    """Before: ``run_sync`` raised a ``BaseExceptionGroup`` (on ad9173b ``pytest.raises``
-    did not match: ``BaseExceptionGroup: unhandled errors in a TaskGroup``)."""
+    """Before: ``run_sync`` raised a ``BaseExceptionGroup`` (on ad9173b ``client.run`` ended
+    with ``BaseExceptionGroup([KeyboardInterrupt()])`` and Prefect's run-sync loop thread died
+    of the interrupt)."""
 
     @tool
     def interrupt() -> str:
@@ -271,8 +272,8 @@ def test_the_command_says_one_line_when_a_tool_interrupts(
     ],
 )
 def test_a_duration_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
-    """Before: ``OverflowError`` tracebacks (on ad9173b ``main`` raised for the first three
-    and ran with no timeout for ``inf``)."""
+    """Before: ``OverflowError`` tracebacks (on ad9173b ``main`` raised it for the first two;
+    the others were taken and went on to the run)."""
     ran = nexusflow_here(capsys, *args)
     assert ran.returncode == 2, ran.stderr
     (line,) = ran.stderr.splitlines()
