@@ -65,12 +65,13 @@ def refusal(where: str, exc: ValidationError, known: list[str]) -> ArgumentError
     return option_refused(where, location, first["msg"][:1].lower() + first["msg"][1:], first.get("input"))
 
 
-_SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_SESSION_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+"""Applied with ``fullmatch``: ``$`` would let a final newline through."""
 
 
 def check_session_id(session_id: str, where: str = "run", argument: str = "session_id") -> str:
     """Session ids become storage paths, so they are checked before anything runs."""
     text(where, argument, session_id)
-    if not _SESSION_ID.match(session_id) or session_id in (".", ".."):
+    if not _SESSION_ID.fullmatch(session_id) or session_id in (".", ".."):
         raise SessionIdError(session_id)
     return session_id

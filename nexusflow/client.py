@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
 import anyio
@@ -61,6 +62,31 @@ from .transports import Generate, TransportFactory, in_process_transport
 
 RunT = TypeVar("RunT")
 """A run's own output type, given to one call."""
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Stopped:
+    """A Ctrl-C or an exit caught in the event loop, to raise in the caller's thread."""
+
+    raised: KeyboardInterrupt | SystemExit
+
+
+async def _stops_caught(coroutine: Coroutine[Any, Any, T]) -> T | _Stopped:
+    try:
+        return await coroutine
+    except (KeyboardInterrupt, SystemExit) as exc:
+        return _Stopped(exc)
+
+
+def _as_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``run_coro_as_sync``, with Ctrl-C and an exit (a tool may raise them) raised as
+    themselves in the caller's thread: raised in Prefect's run-sync event loop, which every
+    sync call of the process shares, they would stop that loop's thread."""
+    outcome: T | _Stopped = run_coro_as_sync(_stops_caught(coroutine))
+    if isinstance(outcome, _Stopped):
+        raise outcome.raised
+    return outcome
 
 
 def new_session_id() -> str:
@@ -444,7 +470,7 @@ class Client(Generic[OutputT]):
         self, prompt: str, toolkit: Toolkit | None = None, *, session_id: str | None = None, output_type: object = None
     ) -> RunResult[Any]:
         """``run`` for synchronous code, including inside a synchronous ``@flow``."""
-        return run_coro_as_sync(self.run(prompt, toolkit, session_id=session_id, output_type=output_type))
+        return _as_sync(self.run(prompt, toolkit, session_id=session_id, output_type=output_type))
 
     def as_tool(
         self,
@@ -534,13 +560,13 @@ class Client(Generic[OutputT]):
         self, prompt: str, toolkit: Toolkit | None = None, *, conversation_id: str, output_type: object = None
     ) -> RunResult[Any]:
         """``ask`` for synchronous code."""
-        return run_coro_as_sync(self.ask(prompt, toolkit, conversation_id=conversation_id, output_type=output_type))
+        return _as_sync(self.ask(prompt, toolkit, conversation_id=conversation_id, output_type=output_type))
 
     def resume_sync(
         self, session_id: str, answer: Answer, toolkit: Toolkit | None = None, *, output_type: object = None
     ) -> RunResult[Any]:
         """``resume`` for synchronous code."""
-        return run_coro_as_sync(self.resume(session_id, answer, toolkit, output_type=output_type))
+        return _as_sync(self.resume(session_id, answer, toolkit, output_type=output_type))
 
     def map_sync(
         self,
@@ -555,7 +581,7 @@ class Client(Generic[OutputT]):
         batch = self.map(
             prompts, toolkit, max_concurrency=max_concurrency, session_id=session_id, output_type=output_type
         )
-        return run_coro_as_sync(batch)
+        return _as_sync(batch)
 
 
 def create_in_process_client(

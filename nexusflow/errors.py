@@ -99,6 +99,11 @@ def _shown(value: object) -> str:
     return f"{text} ({type(value).__name__})"
 
 
+def _size(limit: int) -> str:
+    """A size limit in bytes, as MiB when it is whole MiB."""
+    return f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit} bytes"
+
+
 class ArgumentError(NexusflowError, TypeError, ValueError):
     """A public call was given what it cannot use: refused where it is given, in one line
     naming the call and the argument, never deep inside a run."""
@@ -409,6 +414,23 @@ def tool_error_raised(name: str, exc: BaseException) -> str:
     return f'error: tool "{name}" raised {type(exc).__name__}: {exc}'
 
 
+def tool_error_not_run(name: str, calls: int, limit: int) -> str:
+    """A call past ``max_tool_calls`` in one reply: answered without a task run of its own."""
+    return (
+        f'error: tool "{name}" was not run: the reply asked for {calls} tool calls, and at most {limit} run per'
+        " reply (max_tool_calls); ask again for those still needed"
+    )
+
+
+def tool_error_too_large(name: str, size: int, limit: int) -> str:
+    """A result past ``max_tool_result``, worded as the CLI's output limit (``cli_output_limit``)."""
+    return f'error: tool "{name}" returned {size} bytes, over the {_size(limit)} result limit'
+
+
+def tool_error_too_deep(name: str, depth: int) -> str:
+    return f'error: invalid arguments for tool "{name}": they nest deeper than {depth} levels (max_argument_depth)'
+
+
 def unwrap(exc: BaseException) -> BaseException:
     """The one error inside task-group wrappers, so users read the cause, not the group."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -461,8 +483,7 @@ def cli_empty_reply() -> CliError:
 
 
 def cli_output_limit(stream: str, limit: int) -> CliError:
-    size = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit} bytes"
-    return CliError(f"cli: {stream} passed the {size} output limit")
+    return CliError(f"cli: {stream} passed the {_size(limit)} output limit")
 
 
 def cli_takes_no_model(style: str) -> CliError:
@@ -787,6 +808,11 @@ def sessions_bad_duration(text: str) -> ArgumentError:
     )
 
 
+def sessions_duration_too_long(text: str, longest: str) -> ArgumentError:
+    """Past ``longest`` the cutoff would fall before the year 1 (``OverflowError``)."""
+    return ArgumentError(f"sessions: {text!r} is too long a duration: at most {longest}", "older_than")
+
+
 def sessions_bad_state(name: str, known: Iterable[str]) -> ArgumentError:
     return ArgumentError(f"sessions: {name!r} is not a state (the states: {', '.join(known)})", "state")
 
@@ -897,7 +923,7 @@ def usage_budget(flag: str, value: float) -> UsageError:
 
 
 def usage_timeout(value: float) -> UsageError:
-    return UsageError(f"--timeout must be more than 0 seconds, not {value:g}")
+    return UsageError(f"--timeout must be more than 0 seconds and finite, not {value:g}")
 
 
 def usage_command_without_style() -> UsageError:

@@ -7,6 +7,7 @@ is one of these models, so the shape is checked once, here, and so is the text (
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal
@@ -41,6 +42,29 @@ def repair_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
+
+
+_BRACKET = re.compile(r'(?:[^"\[\]{}]++|"(?:[^"\\]++|\\.)*+"?)*+([\[\]{}])', re.DOTALL)
+"""The next bracket outside a string; possessive, so a failed search costs one pass."""
+
+
+def nests_deeper(text: str, depth: int) -> bool:
+    """Whether the JSON value at the start of the text nests deeper than ``depth``: counts
+    brackets outside strings until the value closes, so it costs little at any depth, where
+    decoding a deep value (``json.loads``, then every recursive walk of it) would overflow
+    Python's recursion limit."""
+    level, position = 0, 0
+    while match := _BRACKET.match(text, position):
+        position = match.end()
+        if match[1] in "[{":
+            level += 1
+            if level > depth:
+                return True
+        else:
+            level -= 1
+            if level <= 0:
+                return False
+    return False
 
 
 def repair_json(value: Any) -> Any:

@@ -13,7 +13,16 @@ from .hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
 from .memory import ConversationStore
 from .messages import Answer, Request
 from .policies import ToolPolicy
-from .settings import CLIENT_FIELDS, OnQuota, environment_defaults
+from .settings import (
+    ARGUMENT_DEPTH,
+    CLIENT_FIELDS,
+    MOST_ARGUMENT_DEPTH,
+    PARALLEL_TOOL_CALLS,
+    TOOL_CALLS,
+    TOOL_RESULT,
+    OnQuota,
+    environment_defaults,
+)
 from .subscription import SubscriptionLimit
 from .task_config import TaskConfig
 
@@ -80,6 +89,27 @@ class ClientOptions(BaseModel):
     )
     max_quota_wait: float = Field(
         default=21600.0, gt=0, description="A reset further off than this many seconds fails the run instead."
+    )
+    max_tool_calls: int = Field(
+        default=TOOL_CALLS,
+        ge=1,
+        description="Tool calls run per reply: each one past it is answered with an error the model reads, and"
+        " starts no task run (a reply of 10,000 calls is not 10,000 tasks).",
+    )
+    max_parallel_tool_calls: int = Field(
+        default=PARALLEL_TOOL_CALLS, ge=1, description="Tool calls of one reply that run at once; the rest wait."
+    )
+    max_tool_result: int = Field(
+        default=TOOL_RESULT,
+        ge=1,
+        description="Bytes (UTF-8) a tool result may hold; a larger one is replaced by an error the model reads"
+        " before it is stored (as a CLI's output is capped by max_output).",
+    )
+    max_argument_depth: int = Field(
+        default=ARGUMENT_DEPTH,
+        ge=1,
+        le=MOST_ARGUMENT_DEPTH,
+        description="How deep a tool call's arguments may nest; deeper ones are an error the model reads.",
     )
 
     @property

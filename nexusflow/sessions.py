@@ -35,7 +35,13 @@ from ._retry import api_retrying
 from ._server import use_server
 from ._storage import ROOT, read_record, session_prefix, step_storage
 from ._storage_tree import children, delete_record, delete_tree
-from .errors import SessionLiveError, argument_wrong, sessions_bad_duration, sessions_bad_state
+from .errors import (
+    SessionLiveError,
+    argument_wrong,
+    sessions_bad_duration,
+    sessions_bad_state,
+    sessions_duration_too_long,
+)
 from .memory import ancestors, conversation_key, nested_sessions, read_status, unlink
 
 State = Literal["running", "waiting", "completed", "failed", "crashed"]
@@ -45,6 +51,8 @@ PRUNED: tuple[State, ...] = ("completed", "failed", "crashed")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_LONGEST = timedelta(days=36500)
+"""The longest duration taken: a century; much longer and the cutoff falls before the year 1."""
 _AT_ONCE = 16
 """Sessions read at once from storage."""
 _FORGET_AT_ONCE = 8
@@ -92,7 +100,10 @@ def duration(text: str) -> timedelta:
     match = _DURATION.match(text)
     if match is None:
         raise sessions_bad_duration(text)
-    return timedelta(seconds=float(match.group(1)) * _UNIT[match.group(2)])
+    seconds = float(match.group(1)) * _UNIT[match.group(2)]
+    if seconds > _LONGEST.total_seconds():
+        raise sessions_duration_too_long(text, f"{_LONGEST.days}d (a century)")
+    return timedelta(seconds=seconds)
 
 
 def states(given: Iterable[str]) -> set[State]:

@@ -19,6 +19,22 @@ from .errors import setting_not_a_pattern_list, setting_refused
 
 ENV_PREFIX = "NEXUSFLOW_"
 
+TOOL_CALLS = 64
+"""Tool calls run per reply, by default: more than a model asks for in earnest, and few
+enough that a reply of 10,000 calls never becomes 10,000 task runs."""
+PARALLEL_TOOL_CALLS = 16
+"""Tool calls of one reply that run at once, by default: each is a task run, a few requests
+to Prefect's API, so more at once mostly wait on the server (1,000 at once took 17 s)."""
+TOOL_RESULT = 2**20
+"""Bytes of a tool result, by default: about 250,000 tokens, more than most models read in a
+whole turn, and every later turn of the run carries it again (a CLI's prompt, each stored
+step, the transcript artifact)."""
+ARGUMENT_DEPTH = 64
+"""Levels a tool call's arguments may nest, by default: what the one-shot envelope reads."""
+MOST_ARGUMENT_DEPTH = 256
+"""The most ``max_argument_depth`` may be: arguments are decoded and validated recursively,
+within Python's recursion limit (1000 frames, a run's own stack included)."""
+
 OnQuota = Literal["fail", "wait", "fallback"]
 """What a run does when its CLI says the subscription's window is spent (``QuotaExhausted``)."""
 
@@ -30,14 +46,28 @@ CassetteMode = Literal["record", "replay", "auto"]
 """What a cassette does with a CLI's launches: record them (live), replay them (no process
 starts), or ``auto``: replay when the cassette's file exists, else record."""
 
-CLIENT_FIELDS = ("max_turns", "model_retries", "model_retry_wait", "output_retries", "on_quota", "max_quota_wait")
+CLIENT_FIELDS = (
+    "max_turns",
+    "model_retries",
+    "model_retry_wait",
+    "output_retries",
+    "on_quota",
+    "max_quota_wait",
+    "max_tool_calls",
+    "max_parallel_tool_calls",
+    "max_tool_result",
+    "max_argument_depth",
+)
 """Settings that are ``ClientOptions`` of the same name."""
 
 
 class NexusflowSettings(BaseSettings):
     """``NEXUSFLOW_MAX_TURNS=40`` sets ``max_turns``, and so on for each field."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, enable_decoding=False)
+    # A duration of inf or nan bounds nothing: refused by the variable's name.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, enable_decoding=False, allow_inf_nan=False
+    )
 
     max_turns: int = Field(default=20, ge=1, description="Turns after which a run fails with MaxTurnsExceeded.")
     model_retries: int = Field(
@@ -52,6 +82,23 @@ class NexusflowSettings(BaseSettings):
     )
     max_quota_wait: float = Field(
         default=21600.0, gt=0, description="Seconds of a quota wait after which the run fails instead."
+    )
+    max_tool_calls: int = Field(
+        default=TOOL_CALLS, ge=1, description="Tool calls run per reply; each one past it is an error the model reads."
+    )
+    max_parallel_tool_calls: int = Field(
+        default=PARALLEL_TOOL_CALLS, ge=1, description="Tool calls of one reply that run at once."
+    )
+    max_tool_result: int = Field(
+        default=TOOL_RESULT,
+        ge=1,
+        description="Bytes (UTF-8) of a tool result; a larger one is an error the model reads.",
+    )
+    max_argument_depth: int = Field(
+        default=ARGUMENT_DEPTH,
+        ge=1,
+        le=MOST_ARGUMENT_DEPTH,
+        description="Nesting of a tool call's arguments; deeper is an error the model reads.",
     )
     transport: Literal["auto", "acp", "cli"] = Field(
         default="auto", description="How an agent CLI is driven: a warm ACP session, one launch a turn, or auto."

@@ -17,7 +17,7 @@ from .errors import (
     limit_without_name,
 )
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 def _positive(value: Any, integer: bool) -> bool:
@@ -43,7 +43,7 @@ class SubscriptionLimit(BaseModel):
         if not isinstance(data, dict):
             return data
         name, most, rate = data.get("name"), data.get("max_concurrent"), data.get("per_minute")
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise limit_name_invalid(name)
         if most is None and rate is None:
             raise limit_without_bounds(name)

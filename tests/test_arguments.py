@@ -73,9 +73,10 @@ CASES: list[tuple[str, Callable[[], object], str]] = [
         "create_in_process_client(max_turn=3)",
         lambda: create_in_process_client(plain, max_turn=3),
         "create_in_process_client: max_turn is not an option (the options: after_llm, after_tool, before_llm,"
-        " before_tool, conversation_store, fallback, max_cost_usd, max_quota_wait, max_tokens, max_turns, model,"
-        " model_retries, model_retry_wait, on_quota, output_retries, output_type, policies, quota_wait,"
-        " subscription, system_prompt, task_config, wait_for)",
+        " before_tool, conversation_store, fallback, max_argument_depth, max_cost_usd, max_parallel_tool_calls,"
+        " max_quota_wait, max_tokens, max_tool_calls, max_tool_result, max_turns, model, model_retries,"
+        " model_retry_wait, on_quota, output_retries, output_type, policies, quota_wait, subscription,"
+        " system_prompt, task_config, wait_for)",
     ),
     (
         "create_cli_client(command=3)",

@@ -2,12 +2,13 @@
 environment, the environment over the default, and a bad value is refused by its name."""
 
 import os
+from pathlib import Path
 
 import pytest
 
 from nexusflow import Client, CliStyles, create_cli_client, create_in_process_client
 from nexusflow.errors import AcpError, ArgumentError, CliError
-from nexusflow.settings import settings
+from nexusflow.settings import ENV_PREFIX, NexusflowSettings, settings
 from nexusflow.transports.choice import Transport
 from nexusflow.transports.oneshot import CliTransport
 from nexusflow.waits import DeploymentSuspension, PrefectPause
@@ -182,3 +183,11 @@ def test_the_quota_policy_is_set_by_the_environment_and_a_bad_one_refused(monkey
     with pytest.raises(ArgumentError) as refused:
         create_in_process_client(answer)
     assert str(refused.value).startswith("NEXUSFLOW_ON_QUOTA: input should be 'fail', 'wait' or 'fallback'")
+
+
+def test_every_setting_is_documented() -> None:
+    """Each ``NEXUSFLOW_*`` variable is in the table of docs/tools-and-options.md, with the
+    client option it sets where there is one."""
+    table = (Path(__file__).parent.parent / "docs" / "tools-and-options.md").read_text()
+    missing = [name for name in NexusflowSettings.model_fields if f"`{ENV_PREFIX}{name.upper()}`" not in table]
+    assert missing == []

@@ -4,6 +4,7 @@ so everything here may import Prefect at once."""
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import shutil
 import sys
@@ -237,6 +238,12 @@ def _installed(command: str | None, flag: str) -> None:
         raise usage_not_installed(flag, command)
 
 
+def _check_timeout(timeout: float) -> None:
+    """A ``--timeout`` is more than 0 and finite (``inf`` or ``nan`` bounds nothing)."""
+    if not 0 < timeout < math.inf:
+        raise usage_timeout(timeout)
+
+
 def _client(invocation: Invocation) -> Client:
     """The client an invocation describes; every mistake in it is a usage error, found
     before Prefect starts."""
@@ -245,8 +252,8 @@ def _client(invocation: Invocation) -> Client:
     for flag, bound in (("--max-cost-usd", invocation.max_cost_usd), ("--max-tokens", invocation.max_tokens)):
         if bound is not None and bound <= 0:
             raise usage_budget(flag, bound)
-    if invocation.timeout is not None and invocation.timeout <= 0:
-        raise usage_timeout(invocation.timeout)
+    if invocation.timeout is not None:
+        _check_timeout(invocation.timeout)
     options: dict[str, Any] = {
         "system_prompt": invocation.system,
         "limit": invocation.limit,
@@ -424,7 +431,7 @@ async def _run_session(client: Client, invocation: Invocation, kit: list[Any], p
         async with await Toolkit.load(tools=kit, mcp_config=invocation.mcp, skills_dir=invocation.skills) as toolkit:
             with when_held(partial(save_invocation, session_id, invocation)):
                 result = await client.run(prompt, toolkit, session_id=session_id)
-    except (KeyboardInterrupt, anyio.get_cancelled_exc_class()):
+    except (KeyboardInterrupt, SystemExit, anyio.get_cancelled_exc_class()):  # Ctrl-C, or a tool that raised it
         print(f"nexusflow: interrupted; go on with: {command_name()} run --session {session_id}", file=sys.stderr)
         raise
     return await _finish(result, client)
@@ -814,6 +821,7 @@ async def styles_verify(
 
     if style in (CliStyles.CUSTOM, CliStyles.DEVIN):
         raise usage_no_verify_recipe(style.value)
+    _check_timeout(timeout)
     chosen = builtin_style(style)
     print(
         f"{style.value}: {command} — {version_of(command)}"

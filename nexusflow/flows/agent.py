@@ -100,7 +100,12 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     run_id = str(flow_run.get_id())
     state = LoopState([])
     tools = ToolRuntime(
-        toolkit=toolkit, policies=options.policies, before_tool=options.before_tool, after_tool=options.after_tool
+        toolkit=toolkit,
+        policies=options.policies,
+        before_tool=options.before_tool,
+        after_tool=options.after_tool,
+        max_result=options.max_tool_result,
+        max_depth=options.max_argument_depth,
     )
     steps = Steps(session_id, await step_storage(), tools, options.task_config)
     progress = Progress(session_id, options.max_turns)
@@ -257,6 +262,8 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
                         emit=live.emit,
                         output=OutputSpec.of(options.output_type),
                         output_retries=options.output_retries,
+                        max_tool_calls=options.max_tool_calls,
+                        max_parallel_tool_calls=options.max_parallel_tool_calls,
                     )
                     await synced(session_id, ending=True)  # the last steps' records are on disk before the run says so
                 outcome = result("completed", text=text, output=text if options.output_type is str else state.output)

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from ..errors import MaxTurnsExceeded, output_mismatch
+from ..errors import MaxTurnsExceeded, output_mismatch, tool_error_not_run
 from ..events import Emit, TextChunk, ToolCallFinished, ToolCallStarted
 from ..messages import (
     Message,
@@ -19,6 +19,7 @@ from ..messages import (
     SystemMessage,
     ToolCall,
     ToolMessage,
+    ToolResult,
     ToolSpec,
     UserMessage,
 )
@@ -56,17 +57,39 @@ def opening_messages(
     return messages
 
 
-async def _run_calls(step: int, calls: list[ToolCall], run_tool: ToolStep) -> list[tuple[ToolRecord, bool]]:
-    """The calls of one turn, concurrently; results come back in call order."""
+async def _run_calls(
+    step: int, calls: list[ToolCall], run_tool: ToolStep, at_once: int
+) -> list[tuple[ToolRecord, bool]]:
+    """The calls of one turn, at most ``at_once`` at a time; results come back in call order.
+    A call that raises ``KeyboardInterrupt`` or ``SystemExit`` stops its siblings and is
+    raised here as itself: in the task group's ``BaseExceptionGroup`` a caller's ``except
+    KeyboardInterrupt`` would miss it, and raised bare in a child task it would stop the
+    event loop under the run."""
     results: list[tuple[ToolRecord, bool] | None] = [None] * len(calls)
+    stopped: list[KeyboardInterrupt | SystemExit] = []
+    slots = anyio.CapacityLimiter(at_once)
 
     async def one(index: int, call: ToolCall) -> None:
-        results[index] = await run_tool(step, index, call)
+        try:
+            async with slots:
+                results[index] = await run_tool(step, index, call)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            stopped.append(exc)
+            group.cancel_scope.cancel()
 
     async with anyio.create_task_group() as group:
         for index, call in enumerate(calls):
             group.start_soon(one, index, call)
+    if stopped:
+        raise stopped[0]
     return [result for result in results if result is not None]  # every slot is filled once the group exits
+
+
+def _not_run(calls: list[ToolCall], limit: int) -> list[tuple[ToolRecord, bool]]:
+    """The answers to the calls of a reply past ``limit``: errors the model reads, with no
+    task run each (the same reply gives the same answers when its turn replays)."""
+    said = [tool_error_not_run(call.name, len(calls), limit) for call in calls[limit:]]
+    return [(ToolRecord(result=ToolResult(content=text, is_error=True), seconds=0.0), False) for text in said]
 
 
 def _count_turn(metrics: RunMetrics, record: TurnRecord, replayed: bool) -> None:
@@ -141,9 +164,12 @@ async def drive(
     emit: Emit | None = None,
     output: OutputSpec | None = None,
     output_retries: int = 0,
+    max_tool_calls: int,
+    max_parallel_tool_calls: int,
 ) -> str:
     """Run turns until the model answers without tool calls; return that answer.
-    The calls of a turn run concurrently; then ``settle`` handles the ones that suspended,
+    The first ``max_tool_calls`` calls of a turn run, ``max_parallel_tool_calls`` at a time,
+    and each call past them is answered with an error; then ``settle`` handles the ones that suspended,
     one after another in call order. ``emit`` receives stream events as the run goes.
     With ``output``, the answer must validate into it (``state.output``): an invalid one
     is sent back with pydantic's errors, up to ``output_retries`` times, each a turn."""
@@ -180,9 +206,11 @@ async def drive(
             break
         for call in reply.tool_calls:
             send(ToolCallStarted(step=step, call=call))
-        results = await _run_calls(step, reply.tool_calls, run_tool)
+        calls = reply.tool_calls[:max_tool_calls]
+        results = await _run_calls(step, calls, run_tool, max_parallel_tool_calls)
         if settle is not None:
-            results = await _settle_all(state.metrics, step, reply.tool_calls, results, settle)
+            results = await _settle_all(state.metrics, step, calls, results, settle)
+        results += _not_run(reply.tool_calls, max_tool_calls)
         for call, (tool_record, tool_replayed) in zip(reply.tool_calls, results, strict=True):
             _count_tool(state.metrics, tool_record, tool_replayed)
             send(ToolCallFinished(step=step, call=call, result=tool_record.result))

@@ -23,10 +23,11 @@ from pydantic import BaseModel
 from .._locks import slot
 from .._position import CallPosition
 from .._storage import synced
-from ..errors import hook_returned
+from ..errors import hook_returned, tool_error_too_deep, tool_error_too_large
 from ..hooks import AfterTool, BeforeTool, call_hook
-from ..messages import Answer, Request, ToolCall, ToolResult
+from ..messages import Answer, Request, ToolCall, ToolResult, nests_deeper
 from ..policies import ToolPolicy, concurrency_limit_name, policy_for
+from ..settings import ARGUMENT_DEPTH, TOOL_RESULT
 from ..suspension import Suspension, answer_var
 from ..toolkit import Toolkit
 from .keys import POSITIONAL_KEY
@@ -74,17 +75,33 @@ class ToolRuntime:
     policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
     before_tool: BeforeTool | None = None
     after_tool: AfterTool | None = None
+    max_result: int = TOOL_RESULT
+    """Bytes (UTF-8) of a result the model reads and the record keeps; a larger one becomes an error."""
+    max_depth: int = ARGUMENT_DEPTH
+    """Levels the arguments may nest; deeper ones are an error, before anything decodes them."""
+
+
+def _bounded(name: str, result: ToolResult, limit: int) -> ToolResult:
+    """The result, or the error that replaces one over ``limit`` bytes: never stored whole."""
+    size = len(result.content) if result.content.isascii() else len(result.content.encode())
+    if size <= limit or result.pending is not None:
+        return result
+    return ToolResult(content=tool_error_too_large(name, size, limit), is_error=True, usage=result.usage)
 
 
 async def execute_tool(
     call: ToolCall, runtime: ToolRuntime, answer: Answer | None = None, position: CallPosition | None = None
 ) -> ToolRecord:
-    """The call itself, without Prefect: approval policy and hooks around the toolkit.
+    """The call itself, without Prefect: approval policy and hooks around the toolkit, within
+    the runtime's bounds (the arguments' depth is checked before anything decodes them).
     ``answer`` is set when the call runs again after a suspension was answered yes;
     ``position`` is where the call sits in its run (an agent as a tool derives its session
     from it)."""
-    policy = policy_for(runtime.policies, call.name)
     started = time.perf_counter()
+    if nests_deeper(call.arguments, runtime.max_depth):
+        refused = ToolResult(content=tool_error_too_deep(call.name, runtime.max_depth), is_error=True)
+        return ToolRecord(result=refused, seconds=time.perf_counter() - started)
+    policy = policy_for(runtime.policies, call.name)
     token = answer_var.set(answer)
     try:
         result: ToolResult | None = None
@@ -110,7 +127,7 @@ async def execute_tool(
                 result = _as_result("after_tool", value)
     finally:
         answer_var.reset(token)
-    return ToolRecord(result=result, seconds=time.perf_counter() - started)
+    return ToolRecord(result=_bounded(call.name, result, runtime.max_result), seconds=time.perf_counter() - started)
 
 
 @task(

@@ -56,7 +56,7 @@ from ..transports.cassette import CassetteFile, Scrub, default_places, exported,
 from ..transports.oneshot.style import CliStyles
 from .export_acp import ExportedCall, ExportedTurn, acp_sessions
 
-_RECORD = re.compile(r"^0-[0-9a-f]+$")
+_RECORD = re.compile(r"0-[0-9a-f]+")
 """A turn's record: ``<call>-<digest>``, and a turn is call 0 (see ``tasks.keys``)."""
 
 
@@ -217,7 +217,7 @@ async def _turns(storage: WritableFileSystem, session_id: str) -> list[tuple[str
         linked: list[tuple[str, TurnRecord]] = []
         lacking = False
         for name in await files(storage, f"{prefix}/{step}/turn"):
-            if not _RECORD.match(name):
+            if not _RECORD.fullmatch(name):
                 continue  # not a turn's record (a lock, say)
             key = f"{prefix}/{step}/turn/{name}"
             record = await read_step(TurnRecord, key, storage)

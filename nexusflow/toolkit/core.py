@@ -101,6 +101,15 @@ async def _with_policy(
     raise AssertionError("tenacity ends with a result or the last error")
 
 
+def _stops(exc: BaseException) -> bool:
+    """Ctrl-C, an exit or a cancellation stops the run, even raised by a tool (alone or in a
+    tool's own task group); anything else a tool raises is an error the model reads."""
+    stopping = (KeyboardInterrupt, SystemExit, GeneratorExit, anyio.get_cancelled_exc_class())
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(stopping) is not None
+    return isinstance(exc, stopping)
+
+
 def _as_tool(index: int, item: object) -> Tool:
     if isinstance(item, Tool):
         return item
@@ -186,7 +195,8 @@ class Toolkit:
     ) -> ToolResult:
         """Run one tool call under its policy's timeout and retries. Never raises for the
         model's mistakes: an unknown tool, arguments that are not a JSON object, a tool
-        that raises or times out all come back as error results for the model to read.
+        that raises or times out all come back as error results for the model to read;
+        only ``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit`` and a cancellation go through.
         ``position`` is where a run's call sits, for a ``NestedRunTool``."""
         item = self._tools.get(name)
         if item is None:
@@ -208,7 +218,9 @@ class Toolkit:
             return await _with_policy(item, parsed, policy, position)
         except _PolicyTimeout:
             return ToolResult(content=tool_error_timed_out(name, policy.timeout or 0), is_error=True)
-        except Exception as exc:
+        except BaseException as exc:
+            if _stops(exc):
+                raise
             return ToolResult(content=tool_error_raised(name, exc), is_error=True)
 
     async def aclose(self) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import arguments_not_json, arguments_number_too_long, arguments_too_deep
-from ...messages import Message, ModelReply, ModelRequest, ToolCall, ToolMessage, repair_text
+from ...messages import Message, ModelReply, ModelRequest, ToolCall, ToolMessage, nests_deeper, repair_text
 
 PREAMBLE = """\
 You are the model behind a tool-calling agent. Below, after REQUEST:, is a chat-completions request as JSON: \
@@ -86,25 +86,6 @@ _WINDOW = 256
 _JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _UNESCAPES = 3
-_BRACKET = re.compile(r'(?:[^"\[\]{}]++|"(?:[^"\\]++|\\.)*+"?)*+([\[\]{}])', re.DOTALL)
-"""The next bracket outside a string; possessive, so a failed search costs one pass."""
-
-
-def _nests_deeper(text: str) -> bool:
-    """Whether the JSON value at the start of the text nests deeper than ``MAX_DEPTH``:
-    counts brackets outside strings until the value closes, so it costs little at any depth."""
-    depth, position = 0, 0
-    while match := _BRACKET.match(text, position):
-        position = match.end()
-        if match[1] in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        else:
-            depth -= 1
-            if depth <= 0:
-                return False
-    return False
 
 
 def _decode_at(text: str, start: int) -> tuple[dict[str, Any], int] | None:
@@ -115,7 +96,7 @@ def _decode_at(text: str, start: int) -> tuple[dict[str, Any], int] | None:
     size = _WINDOW
     while True:
         window = text[start : start + size]
-        if size > _WINDOW and _nests_deeper(window):
+        if size > _WINDOW and nests_deeper(window, MAX_DEPTH):
             return None
         try:
             value, end = _DECODER.raw_decode(window)
@@ -127,7 +108,7 @@ def _decode_at(text: str, start: int) -> tuple[dict[str, Any], int] | None:
             continue
         except ValueError:
             return None
-        return None if size == _WINDOW and _nests_deeper(window) else (value, start + end)
+        return None if size == _WINDOW and nests_deeper(window, MAX_DEPTH) else (value, start + end)
 
 
 def _objects(text: str) -> list[tuple[int, int, dict[str, Any]]]:
@@ -189,7 +170,7 @@ def _arguments(value: Any) -> Any:
         return {}
     if not isinstance(value, str):
         return value
-    if _nests_deeper(value):
+    if nests_deeper(value, MAX_DEPTH):
         raise arguments_too_deep(MAX_DEPTH)
     try:
         return json.loads(value)
