@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..._secrets import MASK, redact
+from ..._secrets import MASK, redact, secret_values
 
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
-"""An environment variable whose name matches holds a secret, however it was given."""
+__all__ = ["STAMPS", "TIMESTAMP", "Scrub", "default_places", "secret_values"]
+
 TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")
 _TIMED = r'("(?:timestamp|created|createdAt|updatedAt|start|end)"\s*:\s*)'
 STAMPS = [
@@ -35,16 +35,15 @@ STAMPS = [
 "2026-..."``, goose's ``"created": 1796418068``, opencode's ``"start": 1796418061261``; its
 key unescaped, so a model's text quoted inside the output never matches) and the clock
 copilot puts before the prompt it echoes. A string stays a string, a number a number."""
-_END = r"(?=[/\\\s\"'`),;:\]}]|$)"
-"""A place ends where a path component ends: ``/home/al`` is not in ``/home/alice``."""
+_NAME = r"[\w.~+@%=-]"
+_END = rf"(?:(?!{_NAME})|(?=\.+(?!{_NAME})))"
+"""A place ends where a path component ends (``/home/al`` is not in ``/home/alice``, nor in
+``/home/al.bak``): before a character a file name does not go on with (a space, a slash, a
+quote, a bracket, ``,;:!?``), or before full stops that end a sentence, not an extension."""
 
 
 def default_places() -> dict[str, str]:
     return {"<cwd>": os.getcwd(), "<home>": str(Path.home())}
-
-
-def secret_values(env: Mapping[str, str]) -> list[str]:
-    return [value for name, value in env.items() if SECRET_NAME.search(name) and value]
 
 
 class Scrub:
