@@ -44,6 +44,11 @@ def register(value: str) -> None:
         _pattern = re.compile("|".join(re.escape(item) for item in ordered))
 
 
+def longest() -> int:
+    """The length of the longest registered value (0 when none is)."""
+    return max(map(len, _values), default=0)
+
+
 def secret_values(env: Mapping[str, str]) -> list[str]:
     """The values of ``env``'s secret-named variables that are long enough to be keys."""
     return [value for name, value in env.items() if SECRET_NAME.search(name) and len(value) >= NAMED_MIN_LENGTH]

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..._secrets import MASK, redact, secret_values
+from ..._secrets import MASK, longest, redact, secret_values
 
 __all__ = ["STAMPS", "TIMESTAMP", "Scrub", "default_places", "secret_values"]
 
@@ -63,6 +63,11 @@ class Scrub:
         for pattern, fixed in STAMPS:
             text = pattern.sub(fixed, text)
         return text
+
+    def reach(self) -> int:
+        """The most characters one mask of ``safe`` spans: a place's with the character after
+        it, which decides where it ends."""
+        return max([longest(), *map(len, self._secrets), *(len(value) + 1 for _, _, value in self._places)])
 
     def restore(self, text: str) -> str:
         """An answer as the replaying machine would have heard it: places put back."""
