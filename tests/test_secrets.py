@@ -17,7 +17,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 from prefect.events.filters import EventFilter, EventResourceFilter
 
 from nexusflow import CliStyles, Toolkit, ToolPolicy, Transport, create_cli_client, tool
-from nexusflow._secrets import redact, register
+from nexusflow._secrets import redact, register, register_environment
 from nexusflow.testing import Cassette
 
 from acp_fixtures import HTTP
@@ -64,6 +64,12 @@ def test_redact_masks_every_registered_value_longest_first():
     register(short + long)
     register("abc")  # too short to register: masking it would garble text
     assert redact(f"a {short}{long}, a {short}, abc") == "a ***, a ***, abc"
+
+
+def test_only_secret_named_values_long_enough_to_be_keys_are_registered_from_an_environment():
+    key, name = "sk-" + os.urandom(8).hex(), "Alice Example " + os.urandom(2).hex()
+    register_environment({"X_API_KEY": key, "TOKENIZERS_PARALLELISM": "false", "GIT_AUTHOR_NAME": name, "HOME": "/r"})
+    assert redact(f"{key} false /r {name}") == "*** false /r ***", "a flag stays; a name that says AUTH is masked"
 
 
 @pytest.mark.parametrize("name", ["nexusflow", "nexusflow.mcp", "nexusflow.acp"])
