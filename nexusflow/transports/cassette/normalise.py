@@ -1,7 +1,8 @@
 """What makes a recording safe to commit and a request comparable across machines and runs.
 
 Secrets become ``***`` everywhere: the values nexusflow registered (``${VAR}`` expansions,
-the tokens it mints) and those of the client's environment whose names say they are secret.
+the tokens it mints) and the secret-named values of the CLI's or agent's environment, the
+inherited ones included (``_secrets.secret_values``).
 Known places (the working directory, the home folder, a test's own ``tmp_path``) become
 placeholders everywhere, and an answer gets them back on replay, so a model that quoted a
 path quotes the replaying machine's. The times a CLI stamps on its own output (``STAMPS``)
@@ -20,9 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..._secrets import MASK, longest, redact, secret_values
-
-__all__ = ["STAMPS", "TIMESTAMP", "Scrub", "default_places", "secret_values"]
+from ..._secrets import MASK, longest, redact
 
 TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")
 _TIMED = r'("(?:timestamp|created|createdAt|updatedAt|start|end)"\s*:\s*)'
