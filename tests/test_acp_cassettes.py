@@ -229,6 +229,7 @@ async def test_no_secret_reaches_the_cassette(agent, tmp_path, session_id, monke
     assert '"value": "Bearer ***"' in text and "given ***, key ***, ours ***" in text
 
 
+@pytest.mark.slow  # two runs, one of them a real agent process: about 3 s
 async def test_a_secret_and_a_path_streamed_in_pieces_are_masked_whole_and_replayed(
     agent, tmp_path, session_id, monkeypatch
 ):
