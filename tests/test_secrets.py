@@ -16,7 +16,7 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, LogFilter, LogFilterFlowRunId
 from prefect.events.filters import EventFilter, EventResourceFilter
 
-from nexusflow import CliStyles, Toolkit, ToolPolicy, Transport, create_cli_client, tool
+from nexusflow import CliStyles, Toolkit, ToolPolicy, Transport, create_cli_client, create_in_process_client, tool
 from nexusflow._secrets import redact, register, register_environment
 from nexusflow.testing import Cassette
 
@@ -83,6 +83,23 @@ def test_the_nexusflow_loggers_redact_messages_arguments_and_tracebacks(caplog, 
         logging.getLogger(name).exception("calling with %s", value)
     assert "calling with ***" in caplog.text and "RuntimeError: refused ***" in caplog.text
     assert value not in caplog.text
+
+
+@pytest.mark.usefixtures("prefect_server")
+async def test_a_traceback_a_run_logs_reaches_the_server_redacted(session_id):
+    """Prefect's run loggers carry the redacting filter: the engine logs a failed task's
+    traceback, the failure's cause with it, and no call site of ours redacts that."""
+    value = "tb-" + os.urandom(12).hex()
+    register(value)
+
+    async def generate(request):
+        raise RuntimeError(f"refused {value}")
+
+    result = await create_in_process_client(generate).run("hi", session_id=session_id)
+    assert result.status == "failed" and result.error == "model: generate raised RuntimeError: refused ***"
+    logs = await server_logs(result.flow_run_id, containing="Traceback")
+    assert any("Traceback" in message and "RuntimeError: refused ***" in message for message in logs)
+    assert not any(value in message for message in logs)
 
 
 @pytest.mark.usefixtures("prefect_server")
