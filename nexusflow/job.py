@@ -17,6 +17,7 @@ from prefect.runtime import flow_run
 from prefect.states import Paused
 
 from ._imports import import_output_type, import_tools
+from ._secrets import redact
 from .cli_client import create_cli_client
 from .client import Client, create_in_process_client
 from .errors import agent_job_failed, agent_job_needs_a_style, agent_job_not_waiting
@@ -116,7 +117,7 @@ async def agent_job(
         raise agent_job_failed(result.error)
     if result.status == "pending":
         waiting_is_no_error()
-        return Paused(name=AWAITING, message=result.request.prompt if result.request else None, data=result)
+        return Paused(name=AWAITING, message=redact(result.request.prompt) if result.request else None, data=result)
     spec = OutputSpec.of(target)
     if spec is None:
         return result

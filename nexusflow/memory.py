@@ -16,6 +16,7 @@ from prefect.settings import get_current_settings
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ._digest import digest
+from ._secrets import redact_all
 from ._storage import ROOT, innermost_holder, read_record, step_storage, write_atomically, write_record
 from ._storage_tree import delete_record, files
 from .messages import Message, Request, Text
@@ -121,7 +122,10 @@ class SessionStatus(BaseModel):
 
 
 async def write_status(session_id: str, status: SessionStatus) -> None:
-    await write_record(status, "sessions", session_id, "status.json")
+    """Written redacted: the status is what ``sessions`` shows, and its request may quote the
+    model's arguments; the request to answer is kept whole in the session's state."""
+    masked = SessionStatus.model_validate(redact_all(status.model_dump(mode="json")))
+    await write_record(masked, "sessions", session_id, "status.json")
 
 
 async def read_status(session_id: str) -> SessionStatus | None:

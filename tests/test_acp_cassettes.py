@@ -229,6 +229,43 @@ async def test_no_secret_reaches_the_cassette(agent, tmp_path, session_id, monke
     assert '"value": "Bearer ***"' in text and "given ***, key ***, ours ***" in text
 
 
+@pytest.mark.slow  # two runs, one of them a real agent process: about 3 s
+async def test_a_secret_and_a_path_streamed_in_pieces_are_masked_whole_and_replayed(
+    agent, tmp_path, session_id, monkeypatch
+):
+    """The agent streams a ``${VAR}`` secret and its working folder across five-character
+    ``agent_message_chunk`` updates: no piece of either is recorded, and the replay from
+    another folder says the mask and that folder."""
+    given = "sk-chunked-" + os.urandom(8).hex()
+    monkeypatch.setenv("NF_ACP_CHUNKED", given)
+    here, there = tmp_path / "recorded-here", tmp_path / "replayed-there"
+    here.mkdir()
+    there.mkdir()
+    said = f"key {given}, work in {here}."
+    agent.script([[{"say": said[start : start + 5]} for start in range(0, len(said), 5)]])
+    env = {"NF_TOKEN": "${NF_ACP_CHUNKED}"}
+    path = tmp_path / "chunks.json"
+    options = {"env": env, "workspace": tmp_path}
+    live = await run(agent, Cassette(path, "record"), session_id, cwd=here, **options)
+    assert live.status == "completed", live.error
+    assert live.text == said
+
+    (session,) = json.loads(path.read_text())["acp"]
+    chunks = [
+        event["agent"]["params"]["update"]["content"]["text"]
+        for event in session["events"]
+        if event.get("agent", {}).get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk"
+    ]
+    assert "".join(chunks) == "key ***, work in <acp-cwd>."
+    text = path.read_text()
+    assert given[:8] not in text and given[-8:] not in text and "recorded-" not in text
+
+    missing = str(tmp_path / "no-such-agent")
+    replayed = await run(agent, Cassette(path, "replay"), session_id + "-replay", command=missing, cwd=there, **options)
+    assert replayed.status == "completed", replayed.error
+    assert replayed.text == f"key ***, work in {there}."
+
+
 def test_version_1_and_2_files_still_read_and_acp_needs_version_3(tmp_path):
     path = tmp_path / "c.json"
     exported = {"turn": 0, "asked": {"request": {"messages": []}}, "reply": {"content": "hi"}, "seconds": 0.1}

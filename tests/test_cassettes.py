@@ -209,6 +209,38 @@ async def test_no_secret_place_or_time_reaches_the_cassette(fake, claude_on_path
     assert replayed.text == f"Found it in {other}/creds.txt (***)", "places come back as the replaying machine's"
 
 
+async def test_a_path_followed_by_punctuation_replays_from_another_folder(
+    fake, claude_on_path, tmp_path, session_id, monkeypatch
+):
+    """A place ends where a sentence or a bracket ends it too: a prompt naming the folder
+    before a full stop, a question mark or inside brackets is recorded with ``<tmp_path>``
+    and matches the prompt that names another folder on replay. The folders stand for
+    project folders, so this machine's temporary folder is elsewhere (a path under it is
+    normalised as a temporary one anyway)."""
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+
+    def prompt(place: Path) -> str:
+        return f"Work in {place}. Is it ({place})? Or [{place}]! Say '{place}'."
+
+    here, there = tmp_path / "recorded-here", tmp_path / "replayed-there"
+    fake.script(styled("claude", envelope_answer(f"Done in {here}.")))
+    path = tmp_path / "c.json"
+    recorder = Cassette(path, "record", places={"<tmp_path>": here})
+    recording = create_cli_client(CliStyles.CLAUDE, "claude", transport=Transport.CLI, cassette=recorder)
+    assert (await recording.run(prompt(here), session_id=session_id)).status == "completed"
+    text = path.read_text()
+    assert str(here) not in text
+
+    claude_on_path.unlink()
+    replaying = Cassette(path, "replay", places={"<tmp_path>": there})
+    replayed = await create_cli_client(CliStyles.CLAUDE, "claude", transport=Transport.CLI, cassette=replaying).run(
+        prompt(there), session_id=session_id + "-2"
+    )
+    assert replayed.status == "completed", replayed.error
+    assert replayed.text == f"Done in {there}."
+
+
 def test_replay_without_a_recording_fails_at_once(tmp_path):
     with pytest.raises(CassetteError) as caught:
         Cassette(tmp_path / "none.json", "replay")
@@ -247,6 +279,7 @@ def test_a_file_that_is_not_a_cassette_of_this_version_is_refused(tmp_path):
 def test_places_end_where_a_path_component_ends():
     scrub = Scrub({"<home>": "/home/al"})
     assert scrub.safe("/home/al/x, /home/alice, /home/al") == "<home>/x, /home/alice, <home>"
+    assert scrub.safe("in /home/al. (/home/al)? /home/al! /home/al.bak") == "in <home>. (<home>)? <home>! /home/al.bak"
     assert scrub.restore("<home>/x") == "/home/al/x"
     temporary = tempfile.gettempdir()
     assert scrub.stable(f"{temporary}/pytest-7/a b /var{temporary}/keep") == f"<tmp> b /var{temporary}/keep"

@@ -2,6 +2,7 @@
 ``${VAR}`` value and every token we mint must read ``***`` in errors, states and logs,
 here and on the Prefect server."""
 
+import json
 import logging
 import os
 import sys
@@ -12,12 +13,15 @@ from uuid import UUID
 import anyio
 import pytest
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, LogFilter, LogFilterFlowRunId
+from prefect.events.filters import EventFilter, EventResourceFilter
 
-from nexusflow import CliStyles, Toolkit, Transport, create_cli_client
-from nexusflow._secrets import redact, register
+from nexusflow import CliStyles, Toolkit, ToolPolicy, Transport, create_cli_client, create_in_process_client, tool
+from nexusflow._secrets import redact, register, register_environment
+from nexusflow.testing import Cassette
 
 from acp_fixtures import HTTP
+from cli_fixtures import envelope_answer, envelope_calls, styled
 from helpers.prefect_api import flow_run, task_runs
 
 pytestmark = pytest.mark.anyio
@@ -62,6 +66,12 @@ def test_redact_masks_every_registered_value_longest_first():
     assert redact(f"a {short}{long}, a {short}, abc") == "a ***, a ***, abc"
 
 
+def test_only_secret_named_values_long_enough_to_be_keys_are_registered_from_an_environment():
+    key, name = "sk-" + os.urandom(8).hex(), "Alice Example " + os.urandom(2).hex()
+    register_environment({"X_API_KEY": key, "TOKENIZERS_PARALLELISM": "false", "GIT_AUTHOR_NAME": name, "HOME": "/r"})
+    assert redact(f"{key} false /r {name}") == "*** false /r ***", "a flag stays; a name that says AUTH is masked"
+
+
 @pytest.mark.parametrize("name", ["nexusflow", "nexusflow.mcp", "nexusflow.acp"])
 def test_the_nexusflow_loggers_redact_messages_arguments_and_tracebacks(caplog, name):
     value = "key-" + os.urandom(8).hex()
@@ -73,6 +83,23 @@ def test_the_nexusflow_loggers_redact_messages_arguments_and_tracebacks(caplog, 
         logging.getLogger(name).exception("calling with %s", value)
     assert "calling with ***" in caplog.text and "RuntimeError: refused ***" in caplog.text
     assert value not in caplog.text
+
+
+@pytest.mark.usefixtures("prefect_server")
+async def test_a_traceback_a_run_logs_reaches_the_server_redacted(session_id):
+    """Prefect's run loggers carry the redacting filter: the engine logs a failed task's
+    traceback, the failure's cause with it, and no call site of ours redacts that."""
+    value = "tb-" + os.urandom(12).hex()
+    register(value)
+
+    async def generate(request):
+        raise RuntimeError(f"refused {value}")
+
+    result = await create_in_process_client(generate).run("hi", session_id=session_id)
+    assert result.status == "failed" and result.error == "model: generate raised RuntimeError: refused ***"
+    logs = await server_logs(result.flow_run_id, containing="Traceback")
+    assert any("Traceback" in message and "RuntimeError: refused ***" in message for message in logs)
+    assert not any(value in message for message in logs)
 
 
 @pytest.mark.usefixtures("prefect_server")
@@ -162,3 +189,75 @@ async def test_an_acp_agent_printing_our_bearer_token_is_logged_redacted(agent, 
     logs = await server_logs(result.flow_run_id, containing="debug: mcpServers=")
     assert any("debug: mcpServers=" in message and "***" in message for message in logs)
     assert not any(token in message for message in logs)
+
+
+@pytest.fixture
+def inherited(monkeypatch: pytest.MonkeyPatch) -> str:
+    """An API key the CLI inherits from our environment, never given to nexusflow."""
+    value = "sk-inherited-" + os.urandom(12).hex()
+    monkeypatch.setenv("OPENAI_API_KEY", value)
+    return value
+
+
+@tool
+def echo(text: str) -> str:
+    """Say ``text`` back."""
+    return text
+
+
+@tool
+def deploy(key: str) -> str:
+    """Deploy with ``key`` (asks first)."""
+    return "deployed"
+
+
+@pytest.mark.usefixtures("prefect_server")
+async def test_an_inherited_secret_never_reaches_a_one_shot_cassette(inherited, fake, claude_on_path, tmp_path):
+    fake.script(styled("claude", envelope_answer(f"your key is {inherited}")) | {"stderr": f"using {inherited}"})
+    path = tmp_path / "c.json"
+    client = create_cli_client(CliStyles.CLAUDE, "claude", transport=Transport.CLI, cassette=Cassette(path, "record"))
+    result = await client.run("What is my key?", session_id=f"inherited-{os.urandom(4).hex()}")
+    assert result.status == "completed", result.error
+    text = path.read_text()
+    assert inherited not in text
+    assert "your key is ***" in text and "using ***" in text
+
+
+@pytest.mark.slow  # a run, then the server's logs and events, which arrive in batches
+@pytest.mark.usefixtures("prefect_server")
+async def test_an_inherited_secret_the_model_echoes_is_masked_in_prefect_and_the_session_status(
+    inherited, fake, claude_on_path, storage, session_id
+):
+    calls = [
+        {"id": "c1", "name": "echo", "arguments": {"text": f"key {inherited}"}},
+        {"id": "c2", "name": "deploy", "arguments": {"key": inherited}},
+    ]
+    fake.script(styled("claude", envelope_calls(*calls)))
+    policies = {"deploy": ToolPolicy(approval="always")}
+    client = create_cli_client(CliStyles.CLAUDE, "claude", transport=Transport.CLI, policies=policies)
+    async with await Toolkit.load(tools=[echo, deploy]) as toolkit:
+        result = await client.run("Deploy with my key.", toolkit, session_id=session_id)
+    assert result.status == "pending", result.error
+
+    run = await flow_run(result.flow_run_id)
+    runs = await task_runs(result.flow_run_id, expected=3)
+    async with get_client() as prefect:
+        found = await prefect.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[UUID(result.flow_run_id)]))
+        )
+        wanted = EventFilter(resource=EventResourceFilter(id=[f"nexusflow.session.{session_id}"]))
+        deadline = time.monotonic() + 30
+        while len(events := (await prefect.read_events(filter=wanted, limit=50)).events) < 2:
+            assert time.monotonic() < deadline, "the run's events never arrived"
+            await anyio.sleep(0.5)
+    places = {
+        "logs": await server_logs(result.flow_run_id, containing="***"),
+        "state messages": [run.state.message, *(r.state.message for r in runs)],
+        "artifacts": [artifact.data for artifact in found],
+        "events": [event.payload for event in events],
+        "status.json": (storage / "nexusflow" / "sessions" / session_id / "status.json").read_text(),
+    }
+    for where, held in places.items():
+        text = json.dumps(held, default=str)
+        assert inherited not in text, f"the inherited key is in the {where}"
+        assert "***" in text, f"the echo never reached the {where}"

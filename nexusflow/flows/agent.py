@@ -297,7 +297,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             # not done. It never times out and is not Prefect's to resume: answering the
             # request resumes the session in a new flow run, which marks this one Answered.
             waiting_is_no_error()
-            return Paused(name=AWAITING, message=str(waiting), data=quote(outcome))  # type: ignore[return-value]
+            return Paused(name=AWAITING, message=redact(str(waiting)), data=quote(outcome))  # type: ignore[return-value]
         if isinstance(waiting, TransientError):  # a turn that gave up wrote no record: its attempts count here
             state.metrics.launches += waiting.launches
             state.metrics.model_retries += waiting.model_retries

@@ -8,7 +8,7 @@ from typing import Any
 
 from prefect.events import emit_event
 
-from .._secrets import redact
+from .._secrets import redact, redact_all
 from ..errors import QuotaExhausted
 from ..messages import Request, RunResult, ToolCall
 from ..tasks.shown import shown
@@ -80,4 +80,4 @@ def _emit(event: str, session_id: str, flow_run_id: str | None, tool: str | None
     if tool:
         related.append({"prefect.resource.id": f"nexusflow.tool.{tool}", "prefect.resource.role": "tool"})
     resource = {"prefect.resource.id": f"nexusflow.session.{session_id}", "prefect.resource.name": session_id}
-    emit_event(event, resource=resource, related=related, payload=payload)
+    emit_event(event, resource=resource, related=related, payload=redact_all(payload))

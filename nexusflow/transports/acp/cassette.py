@@ -12,11 +12,14 @@ once), each message narrows them: a session is matched by content, not by its po
 
 What is stored is made safe as a one-shot launch is (``Scrub``): secrets masked, known places
 named. The served toolkit's random server name and URL are named too (``<mcp-server>``,
-``<mcp-url>``), and the agent's messages get the replaying session's back.
+``<mcp-url>``), and the agent's messages get the replaying session's back. Text the agent
+streams in chunks is masked as the text the chunks make together, never chunk by chunk: a
+secret or a path split over chunks is masked whole (``Recording``).
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import math
@@ -94,6 +97,16 @@ class SessionScrub:
     def stable(self, text: str) -> str:
         return self._scrub.stable(self._named(text))
 
+    def settled(self, text: str) -> int:
+        """How much of the start of ``text``, streamed text that goes on, can be masked for
+        good: all but its last ``reach`` characters, as no mask that later text completes
+        can begin before them; unless a mask crosses that cut (masking each side alone then
+        differs from masking the whole), when nothing is, until more text arrives."""
+        cut = len(text) - max([self._scrub.reach(), *(len(value) for value, _ in self._served)])
+        if cut <= 0 or self.safe(text[:cut]) + self.safe(text[cut:]) != self.safe(text):
+            return 0
+        return cut
+
     def restore(self, text: str) -> str:
         for value, name in self._served:
             text = text.replace(name, value)
@@ -109,9 +122,32 @@ class SessionScrub:
         return stable
 
 
+CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
+"""The updates that stream text: a turn's chunks of one kind make one text."""
+
+
+@dataclass
+class _Stream:
+    """One turn's streamed text of one kind, being recorded."""
+
+    events: list[int] = field(default_factory=list)
+    """Its chunks' events."""
+    held: str = ""
+    """What arrived of it and is not in its events yet: a mask may still cross it."""
+
+
 class Recording:
     """The session being recorded; ``Connection`` calls ``sent`` and ``received`` for each
-    message, the transport ``tool`` for each served call."""
+    message, the transport ``tool`` for each served call.
+
+    A streamed chunk is recorded with the text its stream settled (``SessionScrub.settled``):
+    the stream's text masked whole, with a tail held back that a mask may still cross, at
+    most as long as the longest value masked. The held tail goes to the stream's latest
+    chunk whenever the session is written, so the file is whole at every turn. The chunks of
+    a stream, joined, are its masked text, and no chunk holds a piece of a secret or a path:
+    the replay says what the live run said, masked and with the replaying machine's places.
+    Masking as each chunk arrives keeps the work linear in the text, where masking every
+    prefix again would be quadratic."""
 
     def __init__(self, style: str, command: str, scrub: SessionScrub, turn: Callable[[], int | None]) -> None:
         self.style = style
@@ -119,6 +155,7 @@ class Recording:
         self.scrub = scrub
         self._turn = turn
         self._events: list[AcpEvent] = []
+        self._streams: dict[tuple[int | None, Any, str], _Stream] = {}
         self.closing = False
         """Our client closes the session: the agent's output ending now is no event of its own."""
         self._ended: int | None = None
@@ -133,9 +170,23 @@ class Recording:
         except ValueError:
             message = None
         if isinstance(message, dict):
-            self._events.append(AcpEvent(turn=self._turn(), agent=walk(message, self.scrub.safe)))
+            safe = walk(message, self.scrub.safe)
+            update = _chunk(message)
+            if update is not None:
+                _chunk_text(safe, self._streamed(message, update))
+            self._events.append(AcpEvent(turn=self._turn(), agent=safe))
         else:
             self._events.append(AcpEvent(turn=self._turn(), raw=self.scrub.safe(text)))
+
+    def _streamed(self, message: dict[str, Any], update: dict[str, Any]) -> str:
+        """What of its stream's text a chunk, the next event, is recorded with."""
+        key = (self._turn(), message["params"].get("sessionId"), update["sessionUpdate"])
+        stream = self._streams.setdefault(key, _Stream())
+        stream.events.append(len(self._events))
+        held = stream.held + update["content"]["text"]
+        cut = self.scrub.settled(held)
+        stream.held = held[cut:]
+        return self.scrub.safe(held[:cut])
 
     def ended(self) -> None:
         if not self.closing and self._ended is None:
@@ -158,7 +209,33 @@ class Recording:
         self._events.append(AcpEvent(turn=turn, tool=use))
 
     def session(self) -> AcpSession:
-        return AcpSession(style=self.style, agent=self.agent, events=list(self._events))
+        events = list(self._events)
+        for stream in self._streams.values():
+            if stream.held:
+                last = stream.events[-1]
+                agent = copy.deepcopy(events[last].agent)
+                assert agent is not None, "a chunk event holds what the agent sent"
+                _chunk_text(agent, _chunk_text(agent) + self.scrub.safe(stream.held))
+                events[last] = events[last].model_copy(update={"agent": agent})
+        return AcpSession(style=self.style, agent=self.agent, events=events)
+
+
+def _chunk(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The update of a ``session/update`` streaming text (``CHUNKS``), if ``message`` is one."""
+    params = message.get("params")
+    update = params.get("update") if message.get("method") == "session/update" and isinstance(params, dict) else None
+    if not isinstance(update, dict) or update.get("sessionUpdate") not in CHUNKS:
+        return None
+    content = update.get("content")
+    return update if isinstance(content, dict) and isinstance(content.get("text"), str) else None
+
+
+def _chunk_text(message: dict[str, Any], text: str | None = None) -> str:
+    """A chunk's text; with ``text``, set to it first."""
+    content = message["params"]["update"]["content"]
+    if text is not None:
+        content["text"] = text
+    return str(content["text"])
 
 
 class _Sink(ByteSendStream):

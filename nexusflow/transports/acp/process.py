@@ -14,6 +14,7 @@ import anyio
 from anyio.abc import Process
 
 from ..._env import expand_all
+from ..._secrets import register_environment
 from ...errors import acp_exit_detail, acp_not_found, acp_permission_denied
 from ..oneshot.process import kill_group
 
@@ -42,12 +43,15 @@ class AgentProcess:
     def environment(self) -> dict[str, str]:
         """The base variables, the style's and the client's; ``TMPDIR`` is a folder of the
         agent's own, removed with it (unless one is given): an agent leaves files in its
-        temporary folder (claude its probes and sockets), which weeks of jobs would pile up."""
+        temporary folder (claude its probes and sockets), which weeks of jobs would pile up.
+        Its secret-named values are registered for redaction: the agent may say them."""
         launch = self.config.style.acp
         base = {key: os.environ[key] for key in BASE_ENVIRONMENT if key in os.environ}
         given = {**expand_all(launch.env if launch else {}), **expand_all(self.config.env)}
         private = {"TMPDIR": self._scratch} if self._scratch is not None and "TMPDIR" not in given else {}
-        return {**base, **private, **given}
+        env = {**base, **private, **given}
+        register_environment(env)
+        return env
 
     async def spawn(self) -> Process:
         launch = self.config.style.acp

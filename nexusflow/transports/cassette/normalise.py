@@ -1,7 +1,8 @@
 """What makes a recording safe to commit and a request comparable across machines and runs.
 
 Secrets become ``***`` everywhere: the values nexusflow registered (``${VAR}`` expansions,
-the tokens it mints) and those of the client's environment whose names say they are secret.
+the tokens it mints) and the secret-named values of the CLI's or agent's environment, the
+inherited ones included (``_secrets.secret_values``).
 Known places (the working directory, the home folder, a test's own ``tmp_path``) become
 placeholders everywhere, and an answer gets them back on replay, so a model that quoted a
 path quotes the replaying machine's. The times a CLI stamps on its own output (``STAMPS``)
@@ -20,10 +21,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..._secrets import MASK, redact
+from ..._secrets import MASK, longest, redact
 
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
-"""An environment variable whose name matches holds a secret, however it was given."""
 TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")
 _TIMED = r'("(?:timestamp|created|createdAt|updatedAt|start|end)"\s*:\s*)'
 STAMPS = [
@@ -35,16 +34,15 @@ STAMPS = [
 "2026-..."``, goose's ``"created": 1796418068``, opencode's ``"start": 1796418061261``; its
 key unescaped, so a model's text quoted inside the output never matches) and the clock
 copilot puts before the prompt it echoes. A string stays a string, a number a number."""
-_END = r"(?=[/\\\s\"'`),;:\]}]|$)"
-"""A place ends where a path component ends: ``/home/al`` is not in ``/home/alice``."""
+_NAME = r"[\w.~+@%=-]"
+_END = rf"(?:(?!{_NAME})|(?=\.+(?!{_NAME})))"
+"""A place ends where a path component ends (``/home/al`` is not in ``/home/alice``, nor in
+``/home/al.bak``): before a character a file name does not go on with (a space, a slash, a
+quote, a bracket, ``,;:!?``), or before full stops that end a sentence, not an extension."""
 
 
 def default_places() -> dict[str, str]:
     return {"<cwd>": os.getcwd(), "<home>": str(Path.home())}
-
-
-def secret_values(env: Mapping[str, str]) -> list[str]:
-    return [value for name, value in env.items() if SECRET_NAME.search(name) and value]
 
 
 class Scrub:
@@ -64,6 +62,11 @@ class Scrub:
         for pattern, fixed in STAMPS:
             text = pattern.sub(fixed, text)
         return text
+
+    def reach(self) -> int:
+        """The most characters one mask of ``safe`` spans: a place's with the character after
+        it, which decides where it ends."""
+        return max([longest(), *map(len, self._secrets), *(len(value) + 1 for _, _, value in self._places)])
 
     def restore(self, text: str) -> str:
         """An answer as the replaying machine would have heard it: places put back."""

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..._env import expand, expand_all
+from ..._secrets import register_environment
 from ...errors import (
     CliError,
     CliTransientError,
@@ -101,10 +102,13 @@ class CliTransport:
         """The parent's environment and the style's and client's variables. With ``scratch``
         (the launch's temporary folder) it is the CLI's ``TMPDIR`` too, unless one is given:
         a CLI leaves files in its temporary folder (gemini a report of every model error,
-        claude its probes and sockets), which a job that runs for weeks would pile up."""
+        claude its probes and sockets), which a job that runs for weeks would pile up. Its
+        secret-named values are registered for redaction: the CLI may print them."""
         given = {**expand_all(self.config.style.env), **expand_all(self.config.env)}
         private = {"TMPDIR": scratch} if scratch is not None and "TMPDIR" not in given else {}
-        return {**os.environ, **private, **given}
+        env = {**os.environ, **private, **given}
+        register_environment(env)
+        return env
 
     async def generate(self, request: ModelRequest, scope: TurnScope | None = None) -> ModelReply:
         """Launch the CLI; send a malformed envelope back with its complaint, up to the
@@ -201,10 +205,11 @@ class CliTransport:
         )
 
     def _scrub(self, cassette: Cassette) -> Scrub:
-        """What the cassette masks: the secret-named variables of the CLI's environment (a
-        ``${VAR}`` that is not set, as when replaying in CI, is left out)."""
+        """What the cassette masks: the secret-named variables of the CLI's environment, the
+        inherited ones included (a ``${VAR}`` that is not set, as when replaying in CI, is
+        left out)."""
         named = {**self.config.style.env, **self.config.env}
-        values: dict[str, str] = {}
+        values = dict(os.environ)
         for name, value in named.items():
             try:
                 values[name] = expand(value)
