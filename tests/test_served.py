@@ -89,16 +89,18 @@ async def test_connections_without_the_token_are_capped_the_oldest_silent_one_go
         with anyio.fail_after(5):
             for stream in silent[:7]:
                 assert await closed_by_the_server(stream) == b""
+        await anyio.sleep(0.2)
         for stream in (spoke, *silent[7:]):
-            with pytest.raises(TimeoutError), anyio.fail_after(0.3):
+            with pytest.raises(TimeoutError), anyio.fail_after(0.02):
                 await stream.receive()
         assert await call_add(endpoint) == "3", "the token's holder still gets through"
         for stream in (spoke, *silent):
             await stream.aclose()
 
 
+@pytest.mark.slow  # the bound is whole seconds: 1.4 s
 async def test_shutdown_is_bounded_with_an_authorised_request_whose_body_never_ends(monkeypatch):
-    monkeypatch.setenv("NEXUSFLOW_SERVED_SHUTDOWN_TIMEOUT", "0.5")
+    monkeypatch.setenv("NEXUSFLOW_SERVED_SHUTDOWN_TIMEOUT", "1")
     with anyio.fail_after(10):
         async with served() as endpoint:
             stream = await anyio.connect_tcp("127.0.0.1", port(endpoint.url))
@@ -117,10 +119,11 @@ async def test_shutdown_is_bounded_with_an_authorised_request_whose_body_never_e
 
 async def test_a_wrong_token_is_refused_and_compared_in_constant_time(monkeypatch):
     compared: list[tuple[bytes, bytes]] = []
+    original = hmac.compare_digest
 
     def compare_digest(a: bytes, b: bytes) -> bool:
         compared.append((a, b))
-        return hmac.compare_digest(a, b)
+        return original(a, b)
 
     monkeypatch.setattr(hmac, "compare_digest", compare_digest)
     async with served() as endpoint, httpx2.AsyncClient() as http:
