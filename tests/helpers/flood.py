@@ -26,7 +26,7 @@ def main(port: int, count: int, hold: float) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     wanted = min(count, hard - RESERVED) if hard != resource.RLIM_INFINITY else count
     started = time.monotonic()
-    deadline = started + 60
+    deadline = started + 120
     held: list[socket.socket] = []
     failed = 0
     while len(held) < wanted and failed < 1000 and time.monotonic() < deadline:

@@ -30,6 +30,9 @@ from ...settings import settings
 
 logger = get_logger("nexusflow.acp")
 
+_QUEUE = 4096
+"""Connections the kernel holds for us to accept (capped by ``net.core.somaxconn``)."""
+
 CallServedTool = Callable[[str, dict[str, Any]], Awaitable[ToolResult]]
 
 
@@ -168,8 +171,9 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    # The backlog is also how many connections asyncio accepts at a time, before the guard
-    # sees them: bounded like them.
+    # uvicorn's backlog is also how many connections asyncio accepts in one go, each a
+    # descriptor before the guard sees it: bounded like them. The kernel's queue is deepened
+    # once listening (waiting connections cost us nothing), or a flood would stall there.
     config = uvicorn.Config(
         app,
         http=_guarded_protocol(guard),
@@ -186,6 +190,7 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
             group.start_soon(web.serve, [sock])
             while not web.started:
                 await anyio.sleep(0.01)
+            sock.listen(_QUEUE)
             try:
                 yield ServedToolkit(name, f"http://127.0.0.1:{port}/mcp", token, tuple(spec.name for spec in specs))
             finally:
