@@ -50,7 +50,7 @@ class ServedToolkit:
 
 @dataclass
 class _Unauthorised:
-    transport: asyncio.BaseTransport
+    peer: Any
     deadline: asyncio.TimerHandle
     spoke: bool = False
 
@@ -58,41 +58,40 @@ class _Unauthorised:
 @dataclass
 class _Guard:
     """The connections on which no request has carried the token yet, oldest first. Each is
-    closed ``idle_timeout`` seconds after it opened; past ``limit`` of them, the oldest that
-    has sent nothing is closed (else the oldest), never the newcomer: the agent's own new
-    connection speaks at once, so a flood of idle ones cannot keep it out, and the
+    closed ``idle_timeout`` seconds after it opened; past ``limit`` of them, the oldest other
+    one that has sent nothing is closed (else the oldest), never the newcomer: the agent's
+    own new connection speaks at once, so a flood of idle ones cannot keep it out, and the
     descriptors a flood takes stay bounded whatever the process's limit."""
 
     limit: int
     idle_timeout: float
-    open: dict[Any, _Unauthorised] = field(default_factory=dict)
+    open: dict[asyncio.BaseTransport, _Unauthorised] = field(default_factory=dict)
 
     def opened(self, transport: asyncio.BaseTransport) -> None:
-        peer = transport.get_extra_info("peername")
-        deadline = asyncio.get_running_loop().call_later(self.idle_timeout, self._close, peer)
-        self.open[peer] = _Unauthorised(transport, deadline)
+        deadline = asyncio.get_running_loop().call_later(self.idle_timeout, self._close, transport)
+        self.open[transport] = _Unauthorised(transport.get_extra_info("peername"), deadline)
         if len(self.open) > self.limit:
-            self._close(next((p for p, c in self.open.items() if not c.spoke), next(iter(self.open))))
+            silent = next((t for t, c in self.open.items() if not c.spoke and t is not transport), None)
+            self._close(next(iter(self.open)) if silent is None else silent)
 
     def heard(self, transport: asyncio.BaseTransport) -> None:
-        found = self.open.get(transport.get_extra_info("peername"))
-        if found is not None:
-            found.spoke = True
+        if transport in self.open:
+            self.open[transport].spoke = True
 
     def authorised(self, peer: Any) -> None:
-        found = self.open.pop(peer, None)
+        """``peer``: the ASGI scope's client, the one link from a request to its connection."""
+        found = next((t for t, c in self.open.items() if c.peer == peer), None)
+        if found is not None:
+            self.open.pop(found).deadline.cancel()
+
+    def closed(self, transport: asyncio.BaseTransport) -> None:
+        found = self.open.pop(transport, None)
         if found is not None:
             found.deadline.cancel()
 
-    def closed(self, transport: asyncio.BaseTransport) -> None:
-        peer = transport.get_extra_info("peername")
-        if peer in self.open and self.open[peer].transport is transport:
-            self.open.pop(peer).deadline.cancel()
-
-    def _close(self, peer: Any) -> None:
-        found = self.open.pop(peer)
-        found.deadline.cancel()
-        found.transport.close()
+    def _close(self, transport: asyncio.BaseTransport) -> None:
+        self.closed(transport)
+        transport.close()
 
 
 def _guarded_protocol(guard: _Guard) -> type[asyncio.Protocol]:
