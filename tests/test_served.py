@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from nexusflow import Toolkit, Transport, create_cli_client, tool
+from nexusflow import RunResult, Toolkit, Transport, create_cli_client, tool
 from nexusflow.transports.acp.served import ServedToolkit, serve_toolkit
 
 from conftest import HELPERS
@@ -156,7 +156,7 @@ async def test_a_run_completes_while_another_process_holds_20000_idle_connection
     client = create_cli_client(agent.style, agent.command, transport=Transport.ACP, env=agent.env, timeout=240)
     before, peak = open_descriptors(), 0
     flood: subprocess.Popen[str] | None = None
-    outcome = {}
+    outcome: dict[str, RunResult] = {}
 
     async def watch() -> None:
         nonlocal peak
@@ -180,6 +180,7 @@ async def test_a_run_completes_while_another_process_holds_20000_idle_connection
                 flood = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 assert flood.stdout is not None
                 holding = (await anyio.to_thread.run_sync(flood.stdout.readline)).split()
+                assert holding[:1] == ["holding"], holding
                 started = time.monotonic()
                 (agent.root / "go").touch()
                 while "result" not in outcome:
@@ -187,8 +188,9 @@ async def test_a_run_completes_while_another_process_holds_20000_idle_connection
                 took = time.monotonic() - started
                 group.cancel_scope.cancel()
     finally:
-        if flood is not None:
-            flood.communicate(timeout=30)
+        if flood is not None:  # it would stop by itself, later
+            flood.kill()
+            flood.communicate()
     result = outcome["result"]
     assert result.status == "completed", result.error
     assert result.text == "3" and [e["text"] for e in agent.log("tool_result")] == ["3"]
