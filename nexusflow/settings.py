@@ -114,6 +114,15 @@ class NexusflowSettings(BaseSettings):
         description="How a request is answered (suspend, pause, none); unset: a client ends pending, a job suspends.",
     )
     wait_timeout: float = Field(default=86400.0, gt=0, description="Seconds a suspend or pause waits for its answer.")
+    served_idle_timeout: float = Field(
+        default=5.0, gt=0, description="Seconds a connection to the served MCP endpoint stays open without the token."
+    )
+    served_max_unauthorised: int = Field(
+        default=128, ge=1, description="Connections to the served MCP endpoint open at once without its token."
+    )
+    served_shutdown_timeout: int = Field(
+        default=5, ge=0, description="Whole seconds the served MCP endpoint's requests in flight get at shutdown."
+    )
     cassette_mode: CassetteMode = Field(
         default="auto",
         description="A cassette whose mode is not given: record, replay (CI: a missing recording fails), or auto.",

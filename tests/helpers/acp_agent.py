@@ -12,7 +12,8 @@ $ACP_AGENT_DIR/script.json says what to do:
 
 Actions: {"say": text}, {"thought": text}, {"update": {...}}, {"tool": name, "arguments": {},
 "permission": true}, {"shell": command}, {"unauthorized": true}, {"request": method},
-{"notify": method}, {"stderr": line count}, {"malformed": true}, {"sleep": seconds}, {"crash": code}, {"stop": reason},
+{"notify": method}, {"stderr": line count}, {"malformed": true}, {"sleep": seconds}, {"await": file name} (until
+$ACP_AGENT_DIR/<file name> exists or the turn is cancelled, at most 300 s), {"crash": code}, {"stop": reason},
 {"usage": {...}}, {"after": [update, ...]}, {"error": message, "code": code, "data": data} (the prompt is
 answered with that JSON-RPC error, -32603 by default), {"flood": byte count} (that many bytes and no newline, raw),
 {"stderr_flood": byte count} (the same on stderr).
@@ -315,6 +316,10 @@ class ScriptedAgent:
                     await asyncio.wait_for(cancelled.wait(), action["sleep"])
                 except TimeoutError:
                     pass
+            elif "await" in action:
+                deadline = time.monotonic() + 300
+                while not (ROOT / action["await"]).exists() and not cancelled.is_set() and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
             elif "crash" in action:
                 await self.wire.flush()
                 os._exit(action["crash"])

@@ -3,24 +3,35 @@ an ephemeral port, a per-session bearer token and a per-session random name.
 
 The random name is what lets a permission request be matched safely: only a call that
 names this server (and one of its tools) can be ours. The token is registered for
-redaction as it is minted: an agent may print it.
+redaction as it is minted: an agent may print it, and it is compared in constant time.
+
+Any local process can connect to the port, so connections are bounded before the token is
+seen (``_Guard``) and at shutdown (``NEXUSFLOW_SERVED_*``, docs/guarantees.md): a flood of
+idle connections must not take the run's file descriptors, nor a request whose body never
+ends hold the run's exit.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from ..._secrets import get_logger, register
 from ...messages import ToolResult, ToolSpec
+from ...settings import settings
 
 logger = get_logger("nexusflow.acp")
+
+_QUEUE = 4096
+"""Connections the kernel holds for us to accept (capped by ``net.core.somaxconn``)."""
 
 CallServedTool = Callable[[str, dict[str, Any]], Awaitable[ToolResult]]
 
@@ -37,14 +48,84 @@ class ServedToolkit:
         return {"Authorization": f"Bearer {self.token}"}
 
 
-def _require_token(app: Any, token: str) -> Any:
+@dataclass
+class _Unauthorised:
+    peer: Any
+    deadline: asyncio.TimerHandle
+    spoke: bool = False
+
+
+@dataclass
+class _Guard:
+    """The connections on which no request has carried the token yet, oldest first. Each is
+    closed ``idle_timeout`` seconds after it opened; past ``limit`` of them, the oldest other
+    one that has sent nothing is closed (else the oldest), never the newcomer: the agent's
+    own new connection speaks at once, so a flood of idle ones cannot keep it out, and the
+    descriptors a flood takes stay bounded whatever the process's limit."""
+
+    limit: int
+    idle_timeout: float
+    open: dict[asyncio.BaseTransport, _Unauthorised] = field(default_factory=dict)
+
+    def opened(self, transport: asyncio.BaseTransport) -> None:
+        deadline = asyncio.get_running_loop().call_later(self.idle_timeout, self._close, transport)
+        self.open[transport] = _Unauthorised(transport.get_extra_info("peername"), deadline)
+        if len(self.open) > self.limit:
+            silent = next((t for t, c in self.open.items() if not c.spoke and t is not transport), None)
+            self._close(next(iter(self.open)) if silent is None else silent)
+
+    def heard(self, transport: asyncio.BaseTransport) -> None:
+        if transport in self.open:
+            self.open[transport].spoke = True
+
+    def authorised(self, peer: Any) -> None:
+        """``peer``: the ASGI scope's client, the one link from a request to its connection."""
+        found = next((t for t, c in self.open.items() if c.peer == peer), None)
+        if found is not None:
+            self.open.pop(found).deadline.cancel()
+
+    def closed(self, transport: asyncio.BaseTransport) -> None:
+        found = self.open.pop(transport, None)
+        if found is not None:
+            found.deadline.cancel()
+
+    def _close(self, transport: asyncio.BaseTransport) -> None:
+        self.closed(transport)
+        transport.close()
+
+
+def _guarded_protocol(guard: _Guard) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol (pinned, so every machine serves alike) reporting to ``guard``."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Guarded(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            guard.opened(transport)
+
+        def data_received(self, data: bytes) -> None:
+            guard.heard(self.transport)
+            super().data_received(data)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            guard.closed(self.transport)
+            super().connection_lost(exc)
+
+    return Guarded
+
+
+def _require_token(app: Any, token: str, guard: _Guard) -> Any:
     expected = f"Bearer {token}".encode()
 
     async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
-            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
-            await send({"type": "http.response.body", "body": b"unauthorized"})
-            return
+        if scope["type"] == "http":
+            if not hmac.compare_digest(dict(scope["headers"]).get(b"authorization", b""), expected):
+                await send(
+                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+            guard.authorised(scope.get("client"))
         await app(scope, receive, send)
 
     return guarded
@@ -79,21 +160,36 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
             is_error=result.is_error,
         )
 
+    limits = settings()
+    guard = _Guard(limits.served_max_unauthorised, limits.served_idle_timeout)
     server = Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
-    app = _require_token(server.streamable_http_app(json_response=True), token)
+    app = _require_token(server.streamable_http_app(json_response=True), token, guard)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # Accepted connections inherit this; without it each response waits ~40 ms for a delayed ACK.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    # uvicorn's backlog is also how many connections asyncio accepts in one go, each a
+    # descriptor before the guard sees it: bounded like them. The kernel's queue is deepened
+    # once listening (waiting connections cost us nothing), or a flood would stall there.
+    config = uvicorn.Config(
+        app,
+        http=_guarded_protocol(guard),
+        ws="none",
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        backlog=guard.limit,
+        timeout_graceful_shutdown=limits.served_shutdown_timeout,
+    )
     web = uvicorn.Server(config)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(web.serve, [sock])
             while not web.started:
                 await anyio.sleep(0.01)
+            sock.listen(_QUEUE)
             try:
                 yield ServedToolkit(name, f"http://127.0.0.1:{port}/mcp", token, tuple(spec.name for spec in specs))
             finally:
