@@ -1,0 +1,113 @@
+"""Whether a session runs is never decided by comparing two machines' clocks: a reader whose
+clock runs minutes ahead or behind sees a live holder as running and a dead one as crashed;
+a holder whose clock is off is judged on the Prefect server's. Each case failed on ad9173b,
+which compared the reader's ``time.time()`` with the holder's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import libfaketime
+import pytest
+
+from conftest import HELPERS
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_server")]
+
+SKEWS = ("+5m", "-5m")
+
+
+def skewed(offset: str) -> dict[str, str]:
+    """The environment of a process whose wall clock is ``offset`` off (its monotonic clock is not)."""
+    _, preload = libfaketime.get_reload_information()
+    return {**os.environ, **preload, "FAKETIME": offset}
+
+
+def _nexusflow(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nexusflow", *args], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def _state(session_id: str, env: dict[str, str]) -> str | None:
+    listed = _nexusflow("sessions", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    return next((entry["state"] for entry in json.loads(listed.stdout) if entry["session_id"] == session_id), None)
+
+
+def _holder(session_id: str, logs: Path, gate: Path, argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    logs.mkdir()
+    holder = subprocess.Popen(
+        [*argv, sys.executable, str(HELPERS / "durable_run.py"), session_id, str(logs), "--hold-until", str(gate)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 120
+    while not (logs / "holding").exists():
+        assert holder.poll() is None, holder.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the holder never reached its hold"
+        time.sleep(0.2)
+    return holder
+
+
+def test_a_reader_minutes_ahead_or_behind_never_takes_a_live_run_for_crashed(tmp_path, session_id, storage):
+    """The holder beats on this machine; ``sessions``, ``prune --state crashed`` and ``forget``
+    run with clocks 5 minutes ahead and behind. On ad9173b the reader ahead saw the run
+    crashed, and pruned and forgot its records while it ran."""
+    gate = tmp_path / "gate"
+    holder = _holder(session_id, tmp_path / "logs", gate, [], dict(os.environ))
+    try:
+        for offset in SKEWS:
+            env = skewed(offset)
+            assert _state(session_id, env) == "running", offset
+            pruned = _nexusflow("prune", "--older-than", "0s", "--state", "crashed", env=env)
+            assert pruned.returncode == 0 and session_id not in pruned.stdout, (offset, pruned.stdout)
+            refused = _nexusflow("forget", session_id, env=env)
+            assert refused.returncode == 1, (offset, refused.stdout, refused.stderr[-2000:])
+            assert f'session: "{session_id}" is running (flow run ' in refused.stderr
+            assert (storage / "nexusflow" / "sessions" / session_id / "status.json").exists(), offset
+    finally:
+        gate.touch()
+        holder.communicate(timeout=120)
+    assert holder.returncode == 0
+
+
+def test_a_dead_holder_is_crashed_to_a_reader_minutes_behind(tmp_path, session_id):
+    """The holder is killed on this machine: a reader 5 minutes behind sees it crashed at once
+    (its process is gone). On ad9173b it saw the run running for 5 minutes more."""
+    gate = tmp_path / "gate"
+    holder = _holder(session_id, tmp_path / "logs", gate, [], dict(os.environ))
+    os.killpg(holder.pid, signal.SIGKILL)
+    holder.communicate(timeout=60)
+    assert _state(session_id, skewed("-5m")) == "crashed"
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare (util-linux) is not installed")
+def test_a_holder_elsewhere_with_its_clock_ahead_is_running_then_crashed_on_the_server_s_clock(tmp_path, session_id):
+    """A holder that looks like another machine (a PID namespace of its own, so its process
+    cannot be looked up here) with its clock 5 minutes ahead: running while it beats, and
+    crashed within the heartbeat window plus a bound once killed, judged on the Prefect
+    server's clock. On ad9173b its beats, stamped 5 minutes ahead, kept it running for 5
+    minutes after its death."""
+    gate = tmp_path / "gate"
+    holder = _holder(session_id, tmp_path / "logs", gate, ["unshare", "--pid", "--fork"], skewed("+5m"))
+    try:
+        assert _state(session_id, dict(os.environ)) == "running"
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.communicate(timeout=60)
+    killed = time.monotonic()
+    while (state := _state(session_id, dict(os.environ))) == "running" and time.monotonic() - killed < 60:
+        time.sleep(1)
+    assert state == "crashed"
+    assert time.monotonic() - killed < 8 + 1 + 10, "the heartbeat window, the Date's second, and a listing's start"
