@@ -6,6 +6,8 @@ that raises ``KeyboardInterrupt``, ``SystemExit`` or another ``BaseException``."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -244,6 +246,7 @@ async def test_another_base_exception_from_a_tool_is_an_error_the_model_reads(se
 
 
 @RUN
+@pytest.mark.slow  # a process of its own
 def test_the_command_says_one_line_when_a_tool_interrupts(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, session_id: str
 ) -> None:
@@ -252,10 +255,14 @@ def test_the_command_says_one_line_when_a_tool_interrupts(
     tools.write_text("def stop() -> str:\n    raise KeyboardInterrupt\n")
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"tool_calls": [{"name": "stop", "arguments": {}}]}, "done"]))
-    ran = nexusflow_here(
-        capsys, "run", "go", "--tools", f"{tools}:stop", "--script", str(script), "--session", session_id
+    argv = ["run", "go", "--tools", f"{tools}:stop", "--script", str(script), "--session", session_id]
+    ran = subprocess.run(  # a process of its own: an interrupt inside a pytest-xdist worker stops the worker
+        [sys.executable, "-m", "nexusflow", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    assert ran.returncode == 130
+    assert ran.returncode == 130, ran.stderr[-3000:]
     (said,) = [line for line in ran.stderr.splitlines() if line.startswith("nexusflow:") or "Traceback" in line]
     assert said.startswith("nexusflow: interrupted; go on with: ")
     assert said.endswith(f"run --session {session_id}")

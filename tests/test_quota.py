@@ -10,6 +10,7 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from nexusflow import ModelRequest, QuotaExhausted, Toolkit, Transport, create_cli_client, create_in_process_client
+from nexusflow._artifact_keys import artifact_key
 from nexusflow.errors import ArgumentError
 from nexusflow.flows.report import summary
 from nexusflow.flows.steps import StepEntry
@@ -184,7 +185,7 @@ async def test_fallback_answers_while_the_quota_is_spent_and_says_so(fake, sessi
     assert len(fake.calls()) == 1
     logs = await flow_run_logs(str(result.flow_run_id), "the turn goes to the fallback in-process")
     assert any("quota: claude limit reached" in message for _, message in logs)
-    key = f"summary-{session_id.lower().replace('_', '-')}"
+    key = artifact_key("summary", session_id)
     async with get_client() as prefect:
         found = await prefect.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
     table = str(found[0].data)

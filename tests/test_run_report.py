@@ -10,6 +10,7 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.client.schemas.objects import Artifact
 
 from nexusflow import RunResult, Toolkit, create_in_process_client, suspend, tool
+from nexusflow._artifact_keys import artifact_key
 from nexusflow.flows.report import Progress
 from nexusflow.testing import ScriptedModel
 
@@ -47,10 +48,6 @@ def launch() -> str:
     return suspend("May I launch?")
 
 
-def slug(session_id: str) -> str:
-    return session_id.lower().replace("_", "-")
-
-
 async def artifacts(key: str, flow_run_id: str) -> list[Artifact]:
     async with get_client() as client:
         found = await client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
@@ -79,7 +76,7 @@ async def test_the_summary_lists_every_step_and_the_metrics(session_id):
         result = await create_in_process_client(model).run("weather?", toolkit, session_id=session_id)
     assert result.status == "completed", result.error
 
-    summary = await artifact(f"summary-{slug(session_id)}", result.flow_run_id)
+    summary = await artifact(artifact_key("summary", session_id), result.flow_run_id)
     assert summary.type == "markdown"
     markdown = str(summary.data)
     assert "| # | kind | step | status | seconds | replayed |" in markdown
@@ -102,13 +99,13 @@ async def test_the_summary_lists_every_step_and_the_metrics(session_id):
         ["turn", "turn-1", "Completed"],
     ]
 
-    transcript = await artifact(f"transcript-{slug(session_id)}", result.flow_run_id)
+    transcript = await artifact(artifact_key("transcript", session_id), result.flow_run_id)
     assert "Oslo is 12 C" in str(transcript.data)
 
 
 @pytest.mark.slow
 async def test_the_progress_artifact_follows_the_turns(session_id):
-    key = f"progress-{slug(session_id)}"
+    key = artifact_key("progress", session_id)
     model = ScriptedModel(
         [
             {"tool_calls": [{"name": "slow", "arguments": {}}]},
@@ -134,10 +131,10 @@ async def test_a_failed_run_has_its_summary_and_progress(session_id):
         result = await create_in_process_client(model, max_turns=2).run("loop", toolkit, session_id=session_id)
     assert result.status == "failed"
 
-    markdown = str((await artifact(f"summary-{slug(session_id)}", result.flow_run_id)).data)
+    markdown = str((await artifact(artifact_key("summary", session_id), result.flow_run_id)).data)
     assert "| status | failed |" in markdown
     assert f"| error | {result.error} |" in markdown
-    progress = await artifact(f"progress-{slug(session_id)}", result.flow_run_id)
+    progress = await artifact(artifact_key("progress", session_id), result.flow_run_id)
     assert progress.data == 100.0 and progress.description == "2 of at most 2 turns, failed"
 
 
@@ -148,7 +145,7 @@ async def test_a_pending_run_says_how_to_answer_it(session_id):
         result = await create_in_process_client(model, max_turns=4).run("go", toolkit, session_id=session_id)
     assert result.status == "pending"
 
-    markdown = str((await artifact(f"summary-{slug(session_id)}", result.flow_run_id)).data)
+    markdown = str((await artifact(artifact_key("summary", session_id), result.flow_run_id)).data)
     assert "| status | pending |" in markdown and "| waiting for | May I launch? |" in markdown
 
     hint = f"answer with: nexusflow answer {session_id} --approve|--deny"
@@ -181,6 +178,6 @@ async def test_the_summary_shows_what_each_sub_agent_cost_on_its_call(session_id
     )
     result = await parent.run("go", Toolkit([reviewer]), session_id=session_id)
     assert result.status == "completed", result.error
-    markdown = str((await artifact(f"summary-{slug(session_id)}", result.flow_run_id)).data)
+    markdown = str((await artifact(artifact_key("summary", session_id), result.flow_run_id)).data)
     (row,) = [line for line in markdown.splitlines() if "| tool-0-reviewer |" in line]
     assert row.endswith("| tokens 40 in / 4 out · cost $0.03 |"), row
