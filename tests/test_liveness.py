@@ -111,3 +111,41 @@ def test_a_holder_elsewhere_with_its_clock_ahead_is_running_then_crashed_on_the_
         time.sleep(1)
     assert state == "crashed"
     assert time.monotonic() - killed < 8 + 1 + 10, "the heartbeat window, the Date's second, and a listing's start"
+
+
+def test_two_contenders_for_a_dead_local_holder_s_session_one_wins_at_once(tmp_path, session_id):
+    """The holder is SIGKILLed on this machine; two processes start its session at the same
+    moment: one takes it over at once (its process is provably gone: no 8 s wait), the other
+    is refused as the session now runs, and the charge in flight is not charged twice."""
+    gate = tmp_path / "gate"
+    holder = _holder(session_id, tmp_path / "logs", gate, [], dict(os.environ))
+    os.killpg(holder.pid, signal.SIGKILL)
+    holder.communicate(timeout=60)
+    gate.touch()
+    logs = [tmp_path / f"contender-{n}" for n in range(2)]
+    for folder in logs:
+        folder.mkdir()
+    contenders = [
+        subprocess.Popen(
+            [sys.executable, str(HELPERS / "durable_run.py"), session_id, str(folder), "--hold", "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for folder in logs
+    ]
+    ended = [contender.communicate(timeout=300) for contender in contenders]
+    outcomes = [json.loads(out.strip().splitlines()[-1]) for out, _ in ended]
+    statuses = sorted(outcome["status"] for outcome in outcomes)
+    assert statuses == ["completed", "failed"], outcomes
+    (lost,) = [outcome for outcome in outcomes if outcome["status"] == "failed"]
+    assert f'session: "{session_id}" is already running' in lost["error"]
+    (won,) = [err for (_, err), outcome in zip(ended, outcomes, strict=True) if outcome["status"] == "completed"]
+    assert "died with its process" in won and "taking the session over" in won, won[-3000:]
+    assert "has not beaten for" not in won, "taken over at once, not after the heartbeat window"
+    charges = [line for folder in [tmp_path / "logs", *logs] for line in _lines(folder / "charges")]
+    assert sorted(charges) == ["1", "100"], "each charge once: the killed one never recorded, the winner ran both"
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
