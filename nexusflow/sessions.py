@@ -33,8 +33,8 @@ from ._lease import Heartbeat, lock_name
 from ._locks import STALE_AFTER, dead, delete, held, held_now
 from ._retry import api_retrying
 from ._server import use_server
-from ._storage import ROOT, read_record, session_prefix, step_storage
-from ._storage_tree import children, delete_record, delete_tree
+from ._storage import ROOT, read_record, session_prefix, step_storage, steps_prefix
+from ._storage_tree import children, delete_record, delete_tree, files
 from .errors import (
     SessionLiveError,
     argument_wrong,
@@ -138,6 +138,21 @@ _DATE_RESOLUTION = 1.0
 """The server's ``Date`` is to the second: a beat is taken for alive for a second longer."""
 
 
+async def _stored(session_id: str) -> tuple[int, int]:
+    """The turns and tool calls a session's steps hold: what a run that crashed before its
+    status said so had done (its status still reads 0 from its start). A position counts once,
+    whatever records a changed prompt left beside it."""
+    storage = await step_storage()
+    turns = calls = 0
+    for step in await children(storage, steps_prefix(session_id)):
+        kinds = await children(storage, f"{steps_prefix(session_id)}/{step}")
+        turns += "turn" in kinds
+        if "tool" in kinds:
+            names = await files(storage, f"{steps_prefix(session_id)}/{step}/tool")
+            calls += len({name.partition("-")[0] for name in names})
+    return turns, calls
+
+
 async def _info(session_id: str, client: PrefectClient) -> SessionInfo | None:
     status = await read_status(session_id)
     beat = await read_record(Heartbeat, "sessions", session_id, "lease.json")
@@ -147,13 +162,14 @@ async def _info(session_id: str, client: PrefectClient) -> SessionInfo | None:
         alive = await _alive(client, session_id, beat)
         stamp = beat.served_at or beat.at if beat is not None else None
         last = datetime.fromtimestamp(stamp, UTC) if stamp else None
+        turns, calls = await _stored(session_id)
         return SessionInfo(
             session_id=session_id,
             state="running" if alive else "crashed",
             flow_run_id=beat.flow_run_id if beat is not None else status.flow_run_id if status else None,
             updated=last or (status.updated if status else datetime.now(UTC)),
-            turns=status.turns if status else 0,
-            tool_calls=status.tool_calls if status else 0,
+            turns=max(turns, status.turns if status else 0),
+            tool_calls=max(calls, status.tool_calls if status else 0),
         )
     request = status.request
     return SessionInfo(

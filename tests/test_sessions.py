@@ -246,6 +246,7 @@ def test_sessions_lists_a_finished_a_waiting_and_a_crashed_run(asking, tmp_path,
 
     sessions = listed(capsys)
     assert sessions[finished]["state"] == "completed" and sessions[finished]["turns"] == 1
+    assert sessions[crashed]["turns"] == 1, "the turn it stored before its kill (its status said 0)"
     assert sessions[waiting]["state"] == "waiting" and sessions[waiting]["waits_for"] == "May I deploy web?"
     for entry in (sessions[finished], sessions[waiting], sessions[crashed]):
         assert {"session_id", "state", "flow_run_id", "updated", "turns"} <= entry.keys()
