@@ -123,3 +123,20 @@ async def test_an_acp_agent_that_refuses_the_prompt_for_want_of_a_login(agent: S
     assert result.error_type == "AuthRequired", result.error
     assert result.error is not None and result.error.startswith("auth: scripted is not logged in: acp: session/prompt")
     assert len(agent.received("session/prompt")) == 1, "never retried"
+
+
+@pytest.mark.usefixtures("prefect_server")
+async def test_a_custom_style_names_its_own_words_and_login(fake, session_id):
+    fake.script({"stderr": "error: token expired, sign in again\n", "exit": 2})
+    client = create_cli_client(
+        CliStyles.CUSTOM,
+        fake.command,
+        args=[],
+        prompt_mode="stdin",
+        auth_patterns=["token expired"],
+        login="mycli auth",
+    )
+    result = await client.run("go", session_id=session_id)
+    assert result.error == (
+        "auth: custom is not logged in: error: token expired, sign in again; run mycli auth as the user the job runs as"
+    )
