@@ -7,7 +7,7 @@ import json
 import pytest
 from test_events import events_of
 
-from nexusflow import AuthRequired, Transport, create_cli_client
+from nexusflow import AuthRequired, Transport, create_cli_client, create_in_process_client
 from nexusflow._secrets import register
 from nexusflow.transports.oneshot.style import CliStyles, builtin_style
 
@@ -140,3 +140,20 @@ async def test_a_custom_style_names_its_own_words_and_login(fake, session_id):
     assert result.error == (
         "auth: custom is not logged in: error: token expired, sign in again; run mycli auth as the user the job runs as"
     )
+
+
+@pytest.mark.usefixtures("prefect_server")
+async def test_a_model_of_your_own_may_say_its_login_expired(session_id):
+    calls = []
+
+    def expired(request: object) -> str:
+        calls.append(request)
+        raise AuthRequired("my-api", "token expired", "my-api login")
+
+    client = create_in_process_client(
+        expired, model_retries=2, on_quota="fallback", fallback=[create_in_process_client(lambda r: "no")]
+    )
+    result = await client.run("go", session_id=session_id)
+    assert result.error_type == "AuthRequired", result.error
+    assert result.error == "auth: my-api is not logged in: token expired; run my-api login as the user the job runs as"
+    assert len(calls) == 1, "no retry, and no fallback: on_quota is not asked"
