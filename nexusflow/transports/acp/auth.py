@@ -1,7 +1,7 @@
 """A request the agent refused because it is not logged in: ACP's auth-required error
-(code -32000, which claude-agent-acp answers ``session/new`` and ``session/prompt`` with when
-it has no login), or words the style's ``auth_patterns`` recognise in the error's message or
-its ``data.message``."""
+(code -32000 in the protocol's error codes; claude-agent-acp's "Authentication required", as
+the shared ACP notes say: not checked here against a real adapter with an empty HOME), or
+words the style's ``auth_patterns`` recognise in the error's message or its ``data.message``."""
 
 from __future__ import annotations
 
