@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from .compose import AgentTool
     from .errors import (
         AcpError,
+        AuthRequired,
         BudgetExceeded,
         CassetteError,
         CassetteExportError,
@@ -110,6 +111,7 @@ _WHERE: dict[str, str] = {
     "MaxTurnsExceeded": "errors",
     "BudgetExceeded": "errors",
     "QuotaExhausted": "errors",
+    "AuthRequired": "errors",
     "McpServerError": "errors",
     "Message": "messages",
     "MissingVariableError": "errors",
@@ -176,6 +178,7 @@ __all__ = [
     "Answer",
     "AnswerForm",
     "AssistantMessage",
+    "AuthRequired",
     "BudgetExceeded",
     "CassetteError",
     "CassetteExportError",

@@ -30,6 +30,8 @@ STYLE_FIELDS = (
     "tools_off",
     "tools_left",
     "error_markers",
+    "auth_patterns",
+    "login",
     "model_format",
 )
 

@@ -340,6 +340,28 @@ class QuotaExhausted(NexusflowError):
         return (QuotaExhausted, (self.style, self.resets_at, self.said))
 
 
+class AuthRequired(NexusflowError):
+    """The CLI is not logged in, its login expired, or its credentials or API key were
+    refused: it said so in words its style recognises (``auth_patterns``), or its ACP adapter
+    answered with the protocol's auth-required error. Never retried and never sent to a
+    fallback client: asking again, or another client, cannot log this user in."""
+
+    def __init__(self, style: str, said: str = "", login: str = "") -> None:
+        self.style = style
+        self.said = said
+        self.login = login
+        text = redact(said).strip()  # before the cap, which could cut a secret in two
+        if len(text) > 1000:
+            text = text[-1000:]
+        self.shown = text
+        """What the CLI said, redacted and capped as the message quotes it."""
+        command = login or f"{style}'s login command"
+        super().__init__(f"auth: {style} is not logged in: {text}; run {command} as the user the job runs as")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (AuthRequired, (self.style, self.said, self.login))
+
+
 class OutputError(NexusflowError):
     """The run's output type cannot be used, or the final answer did not match it."""
 

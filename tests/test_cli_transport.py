@@ -457,10 +457,10 @@ async def test_three_turns_through_prefect_with_streaming(fake, session_id):
 
 
 async def test_a_cli_failure_fails_the_run_with_the_pinned_message(fake, session_id):
-    fake.script({"stderr": "Not logged in", "exit": 1})
+    fake.script({"stderr": "Error: connection reset", "exit": 1})
     result = await create_cli_client(style=CliStyles.CLAUDE, command=fake.command, transport=Transport.CLI).run(
         "hi", session_id=session_id
     )
     assert result.status == "failed"
-    assert result.error == "cli: exit 1: Not logged in"
+    assert result.error == "cli: exit 1: Error: connection reset"
     assert os.environ.get("FAKE_CLI_DIR")

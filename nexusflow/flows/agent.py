@@ -25,6 +25,7 @@ from .._secrets import redact
 from .._storage import step_storage, synced
 from ..budget import Holder, spends_from
 from ..errors import (
+    AuthRequired,
     NexusflowError,
     NoRuntimeError,
     PrefectApiError,
@@ -298,6 +299,8 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             # request resumes the session in a new flow run, which marks this one Answered.
             waiting_is_no_error()
             return Paused(name=AWAITING, message=redact(str(waiting)), data=quote(outcome))  # type: ignore[return-value]
+        if isinstance(waiting, AuthRequired):  # from a turn, or from the ACP session/new before the first
+            notify.auth_required(session_id, run_id, waiting)
         if isinstance(waiting, TransientError):  # a turn that gave up wrote no record: its attempts count here
             state.metrics.launches += waiting.launches
             state.metrics.model_retries += waiting.model_retries

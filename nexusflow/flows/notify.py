@@ -9,7 +9,7 @@ from typing import Any
 from prefect.events import emit_event
 
 from .._secrets import redact, redact_all
-from ..errors import QuotaExhausted
+from ..errors import AuthRequired, QuotaExhausted
 from ..messages import Request, RunResult, ToolCall
 from ..tasks.shown import shown
 from ..waits import DeploymentSuspension, PrefectPause, answer_hint
@@ -46,6 +46,12 @@ def quota_exhausted(session_id: str, flow_run_id: str, exc: QuotaExhausted, poli
     resets = exc.resets_at.isoformat(timespec="seconds") if exc.resets_at is not None else None
     payload = {"style": exc.style, "resets_at": resets, "policy": policy, "then": then, "error": str(exc)}
     _emit("nexusflow.quota.exhausted", session_id, flow_run_id, None, payload)
+
+
+def auth_required(session_id: str, flow_run_id: str, exc: AuthRequired) -> None:
+    """``nexusflow.auth.required``: a CLI is not logged in, or its login expired; the run fails."""
+    payload = {"style": exc.style, "session": session_id, "said": exc.shown, "login": exc.login, "error": str(exc)}
+    _emit("nexusflow.auth.required", session_id, flow_run_id, None, payload)
 
 
 def tool_failed(session_id: str, flow_run_id: str, step: int, call: ToolCall, error: str) -> None:

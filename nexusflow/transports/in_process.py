@@ -10,7 +10,14 @@ from typing import Any
 import anyio.to_thread
 from pydantic import ValidationError
 
-from ..errors import ModelError, QuotaExhausted, model_generate_raised, model_reply_invalid, model_reply_unusable
+from ..errors import (
+    AuthRequired,
+    ModelError,
+    QuotaExhausted,
+    model_generate_raised,
+    model_reply_invalid,
+    model_reply_unusable,
+)
 from ..messages import ModelReply, ModelRequest
 from .base import Log, TransportFactory, TurnScope
 
@@ -71,7 +78,11 @@ class InProcessTransport:
                 value = await anyio.to_thread.run_sync(self._generate, request)
                 if inspect.isawaitable(value):
                     value = await value
-        except (ModelError, QuotaExhausted):  # a model of your own may say its quota is spent
+        except (
+            ModelError,
+            QuotaExhausted,
+            AuthRequired,
+        ):  # a model of your own may say its quota is spent, or its login
             raise
         except Exception as exc:
             raise model_generate_raised(exc, transient=_is_transient(exc)) from exc

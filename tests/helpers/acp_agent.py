@@ -8,6 +8,7 @@ $ACP_AGENT_DIR/script.json says what to do:
     {"initialize": <the initialize result>,
      "session": <extra keys for the session/new, session/load and session/resume results>,
      "set_model": "missing" (answer -32601),
+     "new_error": {"error": message, "code": code, "data": data} (session/new is answered with that error),
      "prompts": [[action, ...], ...]}   one list per session/prompt, in order
 
 Actions: {"say": text}, {"thought": text}, {"update": {...}}, {"tool": name, "arguments": {},
@@ -226,6 +227,8 @@ class ScriptedAgent:
         return typed(schema.InitializeResponse, SCRIPT.get("initialize", default))
 
     async def new_session(self, cwd: str, mcp_servers: McpServers = None, **_: Any) -> Any:
+        if (refused := SCRIPT.get("new_error")) is not None:
+            raise RequestError(refused.get("code", -32603), refused["error"], refused.get("data"))
         session = f"sess-{os.getpid()}-{len(self.servers)}"
         self.servers[session] = mcp_servers
         remember(session, "(created)")

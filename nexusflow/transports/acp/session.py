@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...errors import RemoteError, acp_cannot_set_model, acp_no_session_id
+from .auth import not_logged_in
 from .bridge import TOKEN_VARIABLE
 from .config import AcpConfig
 from .connection import as_object
@@ -46,7 +47,12 @@ class Session:
         self._log = log
 
     async def new(self, request: Request, servers: list[dict[str, Any]]) -> str:
-        reply = await request("session/new", {"cwd": self.config.cwd, "mcpServers": servers})
+        try:
+            reply = await request("session/new", {"cwd": self.config.cwd, "mcpServers": servers})
+        except RemoteError as exc:
+            if (login := not_logged_in(self.config.style, exc)) is not None:
+                raise login from exc
+            raise
         session_id = reply.get("sessionId") if isinstance(reply, dict) else None
         if not isinstance(session_id, str) or not session_id:
             raise acp_no_session_id()

@@ -41,6 +41,7 @@ from ...suspension import Suspended
 from ..base import TurnScope
 from ..quota import spent_quota
 from ..retry_on import retry_matches
+from .auth import not_logged_in
 from .connection import Connection, as_object
 
 if TYPE_CHECKING:
@@ -209,6 +210,8 @@ class Turns:
                 detail = await self._agent.exit_detail(connection)
                 raise acp_exited_during_turn(detail) from error
             failure = error if isinstance(error, AcpError) else acp_prompt_failed(error)
+            if (login := not_logged_in(self.config.style, failure)) is not None:
+                raise login from error  # never retried: see AuthRequired
             spent = _spent(self.config.style.name, failure)
             if spent is not None:
                 raise spent from error

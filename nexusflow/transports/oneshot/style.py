@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ...errors import (
+    AuthRequired,
     cli_custom_style_has_no_file,
     cli_style_invalid,
     cli_style_not_json,
@@ -106,6 +107,12 @@ class CliStyle(BaseModel):
         default_factory=list,
         description="Output that means failure although the exit status is 0.",
     )
+    auth_patterns: list[str] = Field(
+        default_factory=list,
+        description="Regular expressions (case-insensitive) for what the CLI says when it is not logged in, its"
+        " login expired or its credentials are refused; empty when its words cannot be told apart.",
+    )
+    login: str = Field(default="", description="The command that logs the CLI in, named in AuthRequired's message.")
     model_format: str = Field(default="", description="What a model name looks like for this CLI.")
     verified: str = Field(description=f"The CLI version this style was checked against, or {UNVERIFIED}.")
     acp: AcpLaunch | None = Field(default=None, description="The ACP launch; None when the CLI has none.")
@@ -127,6 +134,19 @@ class CliStyle(BaseModel):
         if self.answer == "file" and not self.uses("out"):
             raise style_answer_file_lacks_out()
         return self
+
+    @field_validator("auth_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            re.compile(pattern)  # re.error is a ValueError: pydantic reports it
+        return patterns
+
+    def not_logged_in(self, said: str) -> AuthRequired | None:
+        """``said`` means the CLI needs a login, by the style's ``auth_patterns``."""
+        if any(re.search(pattern, said, re.IGNORECASE) for pattern in self.auth_patterns):
+            return AuthRequired(self.name, said, self.login)
+        return None
 
     @property
     def takes_model(self) -> bool:

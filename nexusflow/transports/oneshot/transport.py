@@ -261,6 +261,9 @@ class CliTransport:
         reported = READERS[style.report](stdout, stderr) if style.report is not None else Reported(Usage())
         if finished.code != 0:
             said = reported.error or (stderr if stderr.strip() else self._said(stdout))
+            for words in (said, stderr, self._said(stdout)):  # a login refused is never retried: see AuthRequired
+                if (login := style.not_logged_in(words)) is not None:
+                    raise login
             if reported.quota is not None:
                 raise QuotaExhausted(style.name, reported.quota.resets_at, said)
             raise cli_exit(finished.code, said)
@@ -270,6 +273,8 @@ class CliTransport:
                 if marker in stream:
                     raise cli_reported_error(stream[stream.index(marker) :])
         if reported.error is not None and not (reported.text or "").strip():
+            if (login := style.not_logged_in(reported.error)) is not None:
+                raise login
             if reported.quota is not None:
                 raise QuotaExhausted(style.name, reported.quota.resets_at, reported.error)
             raise cli_reported_error(reported.error)

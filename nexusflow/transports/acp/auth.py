@@ -1,0 +1,26 @@
+"""A request the agent refused because it is not logged in: ACP's auth-required error
+(code -32000 in the protocol's error codes; claude-agent-acp's "Authentication required", as
+the shared ACP notes say: not checked here against a real adapter with an empty HOME), or
+words the style's ``auth_patterns`` recognise in the error's message or its ``data.message``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import AuthRequired, RemoteError
+
+if TYPE_CHECKING:
+    from ..oneshot.style import CliStyle
+
+AUTH_REQUIRED = -32000
+"""ACP's error code for "authentication required" (the spec's ``auth_required``)."""
+
+
+def not_logged_in(style: CliStyle, failure: BaseException) -> AuthRequired | None:
+    if not isinstance(failure, RemoteError):
+        return None
+    data = failure.data if isinstance(failure.data, dict) else {}
+    said = " ".join(part for part in (str(failure), data.get("message")) if isinstance(part, str))
+    if failure.code == AUTH_REQUIRED:
+        return AuthRequired(style.name, said, style.login)
+    return style.not_logged_in(said)
