@@ -19,8 +19,12 @@ from __future__ import annotations
 import logging
 import os
 import random
+import signal
 import socket
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -172,6 +176,76 @@ def _own_port() -> None:
     server = SubprocessASGIServer()
     if server.port is None and not server.running:
         server.port = free_port_for_a_server()
+    if not server.running and "_run_uvicorn_command" not in vars(server):
+        # Prefect-private (checked on 3.9.1): ``start`` spawns the server with this method,
+        # again when its port was taken; an instance attribute replaces it for this process.
+        server._run_uvicorn_command = lambda: _run_watched_uvicorn(server)  # type: ignore[method-assign]
+
+
+def _run_watched_uvicorn(server: object) -> subprocess.Popen[bytes]:
+    """Prefect's command for its embedded server (``SubprocessASGIServer._run_uvicorn_command``,
+    3.9.1: the same arguments and environment), run under ``python -m nexusflow._server
+    PARENT``, which ends the server when this process dies, however it dies (see ``watch``)."""
+    import prefect
+    from prefect.settings import get_current_settings
+
+    server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    return subprocess.Popen(
+        args=[
+            sys.executable,
+            "-m",
+            "nexusflow._server",
+            str(os.getpid()),
+            "--app-dir",
+            str(prefect.__module_path__.parent),
+            "--factory",
+            "prefect.server.api.server:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(server.port),  # type: ignore[attr-defined]
+            "--log-level",
+            "error",
+            "--lifespan",
+            "on",
+        ],
+        env={**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)},
+    )
+
+
+WATCH_EVERY = 0.25
+"""How often the embedded server looks whether the process that started it still lives (s)."""
+GRACE = 10.0
+"""How long it may take to stop cleanly once that process died, before it exits at once (s)."""
+
+
+def watch(parent: int) -> None:
+    """End this process (an embedded server) once ``parent`` is no longer its parent: the
+    kernel gives an orphan a new parent (1 or a subreaper) at once, whatever killed the old
+    one, SIGKILL included, and no pid reuse can fake it. SIGTERM first, which uvicorn
+    answers with a clean shutdown; exit after ``GRACE`` if that hangs.
+
+    Polled from a thread of the server rather than ``PR_SET_PDEATHSIG``: that signal fires
+    when the *thread* that forked the server ends, and Prefect starts its server from
+    whichever thread makes the first request (a worker thread may end while the process lives)."""
+
+    def run() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCH_EVERY)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(GRACE)
+        os._exit(1)
+
+    threading.Thread(target=run, name="nexusflow-parent-watch", daemon=True).start()
+
+
+def _serve_watched(argv: list[str]) -> None:
+    """``python -m nexusflow._server PARENT UVICORN-ARGS...``: uvicorn, watched."""
+    import runpy
+
+    watch(int(argv[0]))
+    sys.argv = ["uvicorn", *argv[1:]]
+    runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
 
 
 class _DrainingIsProgress(logging.Filter):
@@ -242,3 +316,7 @@ def _home() -> Path:
     from prefect.settings import get_current_settings
 
     return Path(get_current_settings().home)
+
+
+if __name__ == "__main__":
+    _serve_watched(sys.argv[1:])
