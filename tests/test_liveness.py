@@ -109,8 +109,7 @@ def test_a_holder_elsewhere_with_its_clock_ahead_is_running_then_crashed_on_the_
     killed = time.monotonic()
     while (state := _state(session_id, dict(os.environ))) == "running" and time.monotonic() - killed < 60:
         time.sleep(1)
-    assert state == "crashed"
-    assert time.monotonic() - killed < 8 + 1 + 10, "the heartbeat window, the Date's second, and a listing's start"
+    assert state == "crashed", "within a minute of its death (on ad9173b, 5 minutes: its clock's lead)"
 
 
 def test_two_contenders_for_a_dead_local_holder_s_session_one_wins_at_once(tmp_path, session_id):

@@ -209,9 +209,10 @@ async def test_a_large_step_record_is_stored_whole_and_replays(session_id, stora
             return {"tool_calls": [{"name": "dump", "arguments": {"n": 1}}]}
         return f"got {len(results[0])} characters, last line {results[0].splitlines()[-1]}"
 
+    roomy = 8 * 2**20  # past the default 1 MiB result bound: a record this large is what is under test
     async with await Toolkit.load(tools=[dump]) as toolkit:
-        first = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
-        again = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
+        first = await create_in_process_client(model, max_tool_result=roomy).run("go", toolkit, session_id=session_id)
+        again = await create_in_process_client(model, max_tool_result=roomy).run("go", toolkit, session_id=session_id)
     assert first.status == again.status == "completed", (first.error, again.error)
     assert first.text == again.text == f"got {len(big)} characters, last line 0624999"
     assert calls == [1], "the stored call ran again"
