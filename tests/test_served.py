@@ -148,6 +148,7 @@ def open_descriptors() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("heavy")  # its flood takes a core for half a minute: not beside the other heavy ones
 @pytest.mark.usefixtures("prefect_server")
 async def test_a_run_completes_while_another_process_holds_20000_idle_connections(agent, session_id):
     """The issue's attack: 19,990 idle connections used up the run's descriptors and failed
