@@ -16,7 +16,7 @@ from prefect.filesystems import WritableFileSystem
 
 from . import _locks
 from ._digest import digest
-from ._locks import Beat, Lease, Taken, Watch, beating, create, dead, delete, held, let_go
+from ._locks import Beat, Lease, Taken, Watch, beating, create, dead, delete, free_by, held, let_go, released
 from ._secrets import get_logger
 from ._storage import holding, read_record, step_storage
 from .errors import SessionBusyError, SessionLockError, SessionTakenOverError
@@ -46,7 +46,7 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
     name = lock_name(session_id)
     started = time.monotonic()
     watch = Watch()
-    free = True  # a session is free on most runs: its lock is created at once, without a read
+    free = free_by(await read_record(Heartbeat, *_where(session_id), storage=storage))
     while True:
         if time.monotonic() - started >= GIVE_UP_AFTER:
             raise SessionLockError(session_id, name, GIVE_UP_AFTER)
@@ -62,6 +62,9 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
             free = await delete(client, lock.id)
             continue
         beat = await read_record(Heartbeat, *_where(session_id), storage=storage)
+        if released(lock.id, beat):
+            free = await delete(client, lock.id)
+            continue
         if dead(lock.id, beat) and isinstance(beat, Heartbeat):
             assert beat.process is not None
             logger.warning(
@@ -113,6 +116,7 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[Sess
     async with get_client() as client:
         taken = await _acquire(client, storage, session_id)
         lock_id = taken.id
+        lease: Lease | None = None
         try:
             first = Heartbeat(session_id=session_id, flow_run_id=flow_run_id, beat=0, at=time.time())
             lease = Lease(client, storage, lock_name(session_id), _where(session_id), first, taken)
@@ -124,6 +128,9 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[Sess
                 raise SessionTakenOverError(session_id, lost)
         finally:
             with anyio.CancelScope(shield=True):
+                if lease is not None:
+                    with holding(session_id):
+                        await lease.release()
                 await let_go(client, f'session "{session_id}"', lock_id)
 
 

@@ -73,6 +73,10 @@ class Beat(BaseModel):
     the server's time, so no two machines' clocks are compared (``_liveness``)."""
     process: ProcessMark | None = None
     """The holder's process, so that a contender on its machine knows at once when it died."""
+    released: bool = False
+    """Its holder let go of the lock it names. The next contender then creates a lock without
+    reading first; one that finds a lock held reads first, since a create that conflicts is a
+    traceback in the server's log."""
 
 
 class SlotBeat(Beat):
@@ -113,8 +117,9 @@ class Taken:
 
 async def create(client: PrefectClient, name: str) -> Taken | None:
     """The new lock, or None when another contender created it first. A create that
-    conflicts makes the server log a traceback: a session's lease creates first (most
-    sessions are free, and the read would cost every run a round trip), a slot reads first."""
+    conflicts makes the server log a traceback: a session's lease creates first only when its
+    stored beat says nobody holds it (``free_by``: the read would cost every run a round
+    trip), a slot reads first."""
     body = GlobalConcurrencyLimitCreate(name=name, limit=1, active_slots=1).model_dump(mode="json", exclude_unset=True)
     async for attempt in api_retrying(ATTEMPTS):
         with attempt:
@@ -175,6 +180,17 @@ def dead(lock: uuid.UUID, beat: Beat | None) -> bool:
     """Whether the lock's holder is dead for certain: its beat names this lock, and the
     process that beat it ran on this machine and is gone."""
     return beat is not None and beat.lock_id == str(lock) and gone(beat.process)
+
+
+def released(lock: uuid.UUID, beat: Beat | None) -> bool:
+    """Whether the lock's holder let go of it and only its delete failed: nobody holds it."""
+    return beat is not None and beat.released and beat.lock_id == str(lock)
+
+
+def free_by(beat: Beat | None) -> bool:
+    """Whether a lock is most likely free, from its stored beat alone: nobody ever held it, or
+    its last holder let go. A contender then creates the lock at once, without a read."""
+    return beat is None or beat.released
 
 
 @dataclass
@@ -245,6 +261,25 @@ class Lease:
             logger.warning("%s: could not check its lock: %s", self.name, exc)
             return True
         return lock is not None and str(lock.id) == self.heartbeat.lock_id
+
+    async def release(self) -> None:
+        """Say, before letting go, that the lock is let go of: the next contender creates a new
+        lock without reading first and without a conflict. A holder that lost its lock says
+        nothing (the beat is its successor's)."""
+        if await self.lost() is not None:
+            return
+        beat = self.heartbeat.model_copy(
+            update={
+                "beat": self.heartbeat.beat + 1,
+                "at": time.time(),
+                "served_at": self.taken.served_now(),
+                "released": True,
+            }
+        )
+        try:
+            await write_record(beat, *self.where, storage=self.storage)
+        except Exception as exc:
+            logger.warning("%s: could not record its let-go: %s", self.name, exc)
 
     async def beat_until_lost(self) -> None:
         while True:

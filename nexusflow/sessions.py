@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from ._artifact_keys import keys_of
 from ._checks import check_session_id
 from ._lease import Heartbeat, lock_name
-from ._locks import STALE_AFTER, dead, delete, held, held_now
+from ._locks import STALE_AFTER, dead, delete, held, held_now, released
 from ._retry import api_retrying
 from ._server import use_server
 from ._storage import ROOT, read_record, session_prefix, step_storage, steps_prefix
@@ -124,7 +124,7 @@ async def _alive(client: PrefectClient, session_id: str, beat: Heartbeat | None)
     lock, now = await held_now(client, lock_name(session_id))
     if lock is None:
         return False
-    if dead(lock.id, beat):
+    if dead(lock.id, beat) or released(lock.id, beat):
         return False
     if beat is None or beat.lock_id != str(lock.id):  # its holder took it and has not beaten yet
         taken = lock.created.timestamp() if lock.created is not None else None
