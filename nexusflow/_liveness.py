@@ -62,11 +62,16 @@ def _started(pid: int) -> int | None:
 
 
 def this_process() -> ProcessMark | None:
+    return process_mark(os.getpid())
+
+
+def process_mark(pid: int) -> ProcessMark | None:
+    """The mark of a living process of this machine; None where ``/proc`` cannot tell."""
     machine = _machine()
-    started = _started(os.getpid()) if machine is not None else None
+    started = _started(pid) if machine is not None else None
     if machine is None or started is None:
         return None
-    return ProcessMark(machine=machine, pid=os.getpid(), started=started)
+    return ProcessMark(machine=machine, pid=pid, started=started)
 
 
 def gone(mark: ProcessMark | None) -> bool:

@@ -281,6 +281,9 @@ def use_server(*, say: bool = False) -> Choice:
             _said = True
             logger.info("%s", _chosen.describe(_home()))
         return _chosen
+    from ._launches import reap
+
+    reap()  # once per process, as it starts its first run: what killed runs left behind
     from prefect.context import FlowRunContext, TaskRunContext, refresh_global_settings_context
     from prefect.settings import get_current_settings
 

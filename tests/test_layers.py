@@ -31,7 +31,6 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
             "nexusflow._clients",
             "nexusflow._storage",
             "nexusflow._storage_tree",
-            "nexusflow._liveness",
             "nexusflow._concurrency",
             "nexusflow._retry",
             "nexusflow._server",
@@ -49,8 +48,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
         ),
     ),
     (2, ("nexusflow.messages",)),
-    (1, ("nexusflow.errors",)),
-    (0, ("nexusflow._secrets", "nexusflow._digest")),
+    (1, ("nexusflow.errors", "nexusflow._launches")),
+    (0, ("nexusflow._secrets", "nexusflow._digest", "nexusflow._liveness")),
 ]
 """Higher layers may import lower ones; a module may import its own layer only within its
 own package (``nexusflow.tasks.turn`` -> ``nexusflow.tasks.keys``). ``agent_job`` is a flow

@@ -8,15 +8,16 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import Process
 
 from ..._env import expand_all
+from ..._launches import forget_launch, kill_group, note_launch
 from ..._secrets import register_environment
 from ...errors import acp_exit_detail, acp_not_found, acp_permission_denied
-from ..oneshot.process import kill_group
 
 if TYPE_CHECKING:
     from .config import AcpConfig
@@ -35,6 +36,8 @@ class AgentProcess:
         self._log = log
         self._stderr_lines = 0
         self._scratch: str | None = None
+        self._note: Path | None = None
+        """Its note (``launches``), for a kill -9 of this process to leave nothing behind."""
         self.told: Callable[[str], None] | None = None
         """Sees how the agent ended, each time it is told (a cassette recording it)."""
         self.replayed_end: str | None = None
@@ -74,9 +77,12 @@ class AgentProcess:
             if isinstance(exc, PermissionError):
                 raise acp_permission_denied(self.config.command) from exc
             raise
+        self._note = note_launch(self.process.pid, scratch=self._scratch)
         return self.process
 
     def _remove_scratch(self) -> None:
+        forget_launch(self._note)
+        self._note = None
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None

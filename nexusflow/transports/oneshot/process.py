@@ -15,10 +15,7 @@ After the CLI exits its pipes are drained for ``DRAIN_GRACE`` more at most.
 
 from __future__ import annotations
 
-import errno
-import os
 import secrets
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -27,6 +24,7 @@ import anyio
 from anyio import CancelScope
 from anyio.abc import ByteReceiveStream, Process
 
+from ..._launches import kill_group, kill_tagged, noted
 from ...errors import cli_not_found, cli_output_limit, cli_permission_denied, cli_timed_out
 
 MAX_OUTPUT = 16 * 2**20
@@ -35,8 +33,6 @@ DRAIN_GRACE = 1.0
 """Seconds the pipes are still read once the CLI has exited; whatever holds them after
 that (a descendant we could not kill) is cut off."""
 TAG_PREFIX = "NEXUSFLOW_LAUNCH_"
-_KILL_ROUNDS = 20
-"""Scans of /proc per clean-up: a descendant may fork while we kill its parent."""
 
 
 @dataclass(frozen=True)
@@ -59,63 +55,6 @@ class _Output:
     @property
     def over(self) -> bool:
         return self.size > self.limit
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL a whole process group; one that is already gone is fine."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _tagged(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return needle in b"\0" + handle.read()
-    except OSError:  # gone, or another user's
-        return False
-
-
-def _kill_if_tagged(pid: int, needle: bytes) -> bool:
-    """Kill ``pid`` if its environment carries the tag. The check is repeated through a
-    pidfd, so a pid reused since the first read is never signalled."""
-    if not _tagged(pid, needle):
-        return False
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError as exc:
-        if exc.errno != errno.ENOSYS:
-            return False
-        try:  # a kernel before 5.3 has no pidfd: a pid reused within microseconds could be hit
-            os.kill(pid, signal.SIGKILL)
-            return True
-        except OSError:
-            return False
-    try:
-        if not _tagged(pid, needle):
-            return False
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(pidfd)
-
-
-def kill_tagged(tag: str) -> None:
-    """SIGKILL every process whose environment carries ``tag``, until a scan finds none."""
-    needle = f"\0{tag}=".encode()
-    for _ in range(_KILL_ROUNDS):
-        try:
-            pids = [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()]
-        except FileNotFoundError:  # no /proc (not Linux): the group kill is all there is
-            return
-        killed = False
-        for pid in pids:
-            killed |= _kill_if_tagged(pid, needle)
-        if not killed:
-            return
 
 
 async def _end(pid: int, tag: str) -> None:
@@ -153,7 +92,10 @@ async def run_cli(
     cwd: str | None,
     timeout: float,
     max_output: int = MAX_OUTPUT,
+    scratch: str | None = None,
 ) -> Finished:
+    """The CLI run to its end; while it runs, it is noted (``launches``) with ``scratch``, its
+    scratch folder, so that a kill -9 of this process leaves neither behind for long."""
     started = time.perf_counter()
     tag = TAG_PREFIX + secrets.token_hex(8)
     try:
@@ -173,25 +115,26 @@ async def run_cli(
     stdout = _Output("stdout", max_output)
     stderr = _Output("stderr", max_output)
     code: int | None = None
-    try:
-        with anyio.move_on_after(timeout):
-            async with anyio.create_task_group() as group:
-                group.start_soon(_drain, process.stdout, stdout, group.cancel_scope)
-                group.start_soon(_drain, process.stderr, stderr, group.cancel_scope)
-                if stdin is not None:
-                    group.start_soon(_feed, process, stdin)
-                code = await process.wait()
-                await _end(process.pid, tag)
-                group.cancel_scope.deadline = min(group.cancel_scope.deadline, anyio.current_time() + DRAIN_GRACE)
-        for output in (stdout, stderr):
-            if output.over:
-                raise cli_output_limit(output.name, max_output)
-        if code is None:
-            raise cli_timed_out(round(timeout * 1000))
-    finally:
-        with anyio.CancelScope(shield=True):
-            await _end(process.pid, tag)  # again: a timeout, a cancellation or an overflow skipped the first
-            await process.aclose()
+    with noted(process.pid, tag=tag, scratch=scratch):
+        try:
+            with anyio.move_on_after(timeout):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_drain, process.stdout, stdout, group.cancel_scope)
+                    group.start_soon(_drain, process.stderr, stderr, group.cancel_scope)
+                    if stdin is not None:
+                        group.start_soon(_feed, process, stdin)
+                    code = await process.wait()
+                    await _end(process.pid, tag)
+                    group.cancel_scope.deadline = min(group.cancel_scope.deadline, anyio.current_time() + DRAIN_GRACE)
+            for output in (stdout, stderr):
+                if output.over:
+                    raise cli_output_limit(output.name, max_output)
+            if code is None:
+                raise cli_timed_out(round(timeout * 1000))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _end(process.pid, tag)  # again: a timeout, a cancellation or an overflow skipped the first
+                await process.aclose()
     return Finished(
         code=code,
         stdout=b"".join(stdout.chunks),

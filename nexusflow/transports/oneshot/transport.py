@@ -171,7 +171,13 @@ class CliTransport:
             started = time.perf_counter()
             try:
                 finished = await run_cli(
-                    argv, stdin=stdin, env=env, cwd=config.cwd, timeout=config.timeout, max_output=config.max_output
+                    argv,
+                    stdin=stdin,
+                    env=env,
+                    cwd=config.cwd,
+                    timeout=config.timeout,
+                    max_output=config.max_output,
+                    scratch=scratch,
                 )
             except CliError as exc:
                 if cassette is not None:
