@@ -125,9 +125,8 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         await write_status(session_id, status)
 
     def quota_spent(exc: QuotaExhausted, then: str, fails: bool = False) -> None:
-        """Announced; said in the log when the run goes on (a run that fails says it once, as it fails)."""
-        if not fails:
-            logger.warning("%s; %s", exc, then)
+        """Announced and logged; a run that fails says so in the UI only: its caller says it (see ``quiet``)."""
+        logger.warning("%s; %s", exc, then, extra=quiet.UI_ONLY if fails else None)
         notify.quota_exhausted(session_id, run_id, exc, options.on_quota, then)
 
     async def turn(step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
