@@ -1,5 +1,6 @@
 """The ``nexusflow`` command: the answer on stdout, progress on stderr; exit status 0 when the
-run completed, 1 when it failed, 2 for a usage error, 3 while it waits for an answer.
+run completed, 1 when it failed, 2 for a usage error, 3 while it waits for an answer. A
+failure is one line; ``--debug`` (anywhere, any command) prints its traceback too.
 
 This module only declares the commands: each one's module (and with it Prefect) is imported
 when that command runs, so ``nexusflow --help`` answers at once."""
