@@ -307,7 +307,8 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         failure = PrefectApiError(waiting) if is_transient(waiting) else waiting
         error = describe(failure)
         if quiet.expected(failure) and not quiet.debugging():  # one line: the caller's (see .quiet)
-            quiet.failed_quietly(run_id)
+            if flow_run.flow_name == agent_run.name:  # its own flow run, not a caller's (``subflow=False``)
+                quiet.failed_quietly(run_id)
             logger.warning("run failed: %s", error, extra=quiet.UI_ONLY)
         else:
             traceback = quiet.debugging() or not quiet.expected(waiting)
