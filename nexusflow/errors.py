@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 class NexusflowError(Exception):
     """Base of every nexusflow error."""
 
+    expected = True
+    """An outcome a run can meet (a login missing, a quota spent, a timeout, a busy session),
+    said in one line without a traceback (``nexusflow.flows.quiet``); False where the error
+    stands for a user's code that raised (a hook, a ``generate``), whose traceback is the news."""
+
 
 def run_outside_a_flow() -> NexusflowError:
     return NexusflowError("run(subflow=False) runs the loop in the current flow run: call it inside a flow")
@@ -77,7 +82,8 @@ def agent_job_needs_a_style() -> NexusflowError:
 
 
 def agent_job_failed(error: str | None) -> NexusflowError:
-    """The job's flow run fails with the run's own error."""
+    """The job's flow run fails with the run's own error; expected whatever it was: the run
+    logged a bug's traceback already, and this one would only point at the job's ``raise``."""
     return NexusflowError(error or "the agent run failed")
 
 
@@ -284,8 +290,11 @@ def model_reply_unusable(value: object) -> ModelError:
 
 def model_generate_raised(exc: BaseException, transient: bool) -> ModelError:
     """A ``TransientError`` when ``transient`` (a rate limit, a server error, no connection)."""
-    failure = TransientError if transient else ModelError
-    return failure(f"model: generate raised {type(exc).__name__}: {exc}")
+    if transient:
+        return TransientError(f"model: generate raised {type(exc).__name__}: {exc}")
+    failure = ModelError(f"model: generate raised {type(exc).__name__}: {exc}")
+    failure.expected = False
+    return failure
 
 
 def scripted_model_has_no_reply(turn: int, scripted: int) -> ModelError:
@@ -297,6 +306,8 @@ def scripted_call_not_json(exc: json.JSONDecodeError) -> ModelError:
 
 
 class HookError(NexusflowError):
+    expected = False
+
     def __init__(self, hook: str, exc: BaseException) -> None:
         super().__init__(f"hook {hook} raised {type(exc).__name__}: {exc}")
 
@@ -966,6 +977,10 @@ def usage_answer_with_prompt() -> UsageError:
 
 def usage_answer_without_session() -> UsageError:
     return UsageError("--answer needs --session ID: the pending run to answer")
+
+
+def usage_answer_without_decision() -> UsageError:
+    return UsageError("answer needs a decision: pass --approve or --deny")
 
 
 def usage_no_prompt_stored(session_id: str) -> UsageError:

@@ -123,6 +123,10 @@ class NexusflowSettings(BaseSettings):
     served_shutdown_timeout: int = Field(
         default=5, ge=0, description="Whole seconds the served MCP endpoint's requests in flight get at shutdown."
     )
+    debug: bool = Field(
+        default=False,
+        description="Tracebacks for expected failures too (a login missing, a quota spent), as Prefect logs them.",
+    )
     cassette_mode: CassetteMode = Field(
         default="auto",
         description="A cassette whose mode is not given: record, replay (CI: a missing recording fails), or auto.",

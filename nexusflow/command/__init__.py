@@ -1,5 +1,6 @@
 """The ``nexusflow`` command: the answer on stdout, progress on stderr; exit status 0 when the
-run completed, 1 when it failed, 2 for a usage error, 3 while it waits for an answer.
+run completed, 1 when it failed, 2 for a usage error, 3 while it waits for an answer. A
+failure is one line; ``--debug`` (anywhere, any command) prints its traceback too.
 
 This module only declares the commands: each one's module (and with it Prefect) is imported
 when that command runs, so ``nexusflow --help`` answers at once."""
@@ -10,6 +11,7 @@ import atexit
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Sequence
 
 from cyclopts import App, CycloptsError, Parameter
@@ -117,7 +119,46 @@ def _leave_busy_threads() -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
+DEBUG = "--debug"
+"""Anywhere before a ``--``, for any command: tracebacks as well as the one line (the
+``NEXUSFLOW_DEBUG`` setting, for this command and what it starts)."""
+
+
+def _debug_flag(argv: Sequence[str] | None) -> list[str]:
+    """``argv`` without ``--debug``, which sets ``NEXUSFLOW_DEBUG=1`` when given."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    options = args[: args.index("--")] if "--" in args else args
+    if DEBUG in options:
+        args.remove(DEBUG)
+        os.environ["NEXUSFLOW_DEBUG"] = "1"
+    return args
+
+
+def _told(line: str) -> None:
+    """The one line of a failure, after its traceback when debugging (``NEXUSFLOW_DEBUG``)."""
+    from ..settings import settings
+
+    try:
+        debugging = settings().debug
+    except ArgumentError:  # a bad NEXUSFLOW_* setting: the failure is said all the same
+        debugging = False
+    if debugging:
+        traceback.print_exc()
+    print(line, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    before = os.environ.get("NEXUSFLOW_DEBUG")
+    try:
+        return _main(_debug_flag(argv))
+    finally:  # a caller in this process (a test) keeps its own environment
+        if before is None:
+            os.environ.pop("NEXUSFLOW_DEBUG", None)
+        else:
+            os.environ["NEXUSFLOW_DEBUG"] = before
+
+
+def _main(argv: list[str]) -> int:
     try:
         status = app(argv, print_error=False, exit_on_error=False, result_action="return_value")
         sys.stdout.flush()  # here, where a reader that left is seen, not at the interpreter's exit
@@ -135,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nexusflow: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except NexusflowError as exc:
-        print(f"nexusflow: error: {exc}", file=sys.stderr)
+        _told(f"nexusflow: error: {exc}")
         return EXIT_FAILED
     except Exception as exc:
         from .._retry import is_transient
@@ -144,6 +185,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         # The API down or busy past every retry: one line, and the command can be run again
         # (a forget or a prune that stopped midway finishes then).
-        print(f"nexusflow: error: {PrefectApiError(unwrap(exc))}", file=sys.stderr)
+        _told(f"nexusflow: error: {PrefectApiError(unwrap(exc))}")
         return EXIT_FAILED
     return status if isinstance(status, int) else 0

@@ -47,6 +47,7 @@ from ..errors import (
     ToolkitError,
     UsageError,
     usage_answer_with_prompt,
+    usage_answer_without_decision,
     usage_answer_without_session,
     usage_budget,
     usage_command_without_style,
@@ -532,7 +533,7 @@ async def answer(
     waiting: str,
     /,
     *,
-    approve: Annotated[bool, Parameter(negative="--deny")],
+    approve: Annotated[bool | None, Parameter(negative="--deny")] = None,
     data: str | None = None,
     reason: str | None = None,
 ) -> int:
@@ -553,6 +554,8 @@ async def answer(
     reason
         Why, with the answer.
     """
+    if approve is None:
+        raise usage_answer_without_decision()
     payload = _data(data)
     use_server()
     session, paused = await _waiting_for(waiting)

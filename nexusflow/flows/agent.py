@@ -26,7 +26,6 @@ from .._storage import step_storage, synced
 from ..budget import Holder, spends_from
 from ..errors import (
     AuthRequired,
-    NexusflowError,
     NoRuntimeError,
     PrefectApiError,
     QuotaExhausted,
@@ -64,7 +63,7 @@ from ..tasks.keys import step_key
 from ..transports import ModelTransport, SessionTransport
 from ..transports.fallback import Fallbacks
 from ..waits import waiting_is_no_error
-from . import notify
+from . import notify, quiet
 from .loop import LoopState, drive, opening_messages
 from .quota import reset_of, wait_until
 from .report import Progress, publish
@@ -125,8 +124,9 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         status = SessionStatus(state="waiting", flow_run_id=run_id, updated=_now(), waits_for=f"quota reset at {shown}")
         await write_status(session_id, status)
 
-    def quota_spent(exc: QuotaExhausted, then: str) -> None:
-        logger.warning("%s; %s", exc, then)
+    def quota_spent(exc: QuotaExhausted, then: str, fails: bool = False) -> None:
+        """Announced and logged; a run that fails says so in the UI only: its caller says it (see ``quiet``)."""
+        logger.warning("%s; %s", exc, then, extra=quiet.UI_ONLY if fails else None)
         notify.quota_exhausted(session_id, run_id, exc, options.on_quota, then)
 
     async def turn(step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
@@ -138,7 +138,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             except QuotaExhausted as exc:
                 until = reset_of(exc, options)
                 if until is None:
-                    quota_spent(exc, "the run fails")
+                    quota_spent(exc, "the run fails", fails=True)
                     raise
                 shown = until.isoformat(timespec="seconds")
                 quota_spent(exc, f"the run waits until {shown}, then asks again")
@@ -306,7 +306,13 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
             state.metrics.model_retries += waiting.model_retries
         failure = PrefectApiError(waiting) if is_transient(waiting) else waiting
         error = describe(failure)
-        logger.error("run failed: %s", error, exc_info=not isinstance(waiting, NexusflowError))
+        if quiet.expected(failure) and not quiet.debugging():  # one line: the caller's (see .quiet)
+            if flow_run.flow_name == agent_run.name:  # its own flow run, not a caller's (``subflow=False``)
+                quiet.failed_quietly(run_id)
+            logger.warning("run failed: %s", error, extra=quiet.UI_ONLY)
+        else:
+            traceback = quiet.debugging() or not quiet.expected(waiting)
+            logger.error("run failed: %s", error, exc_info=exc if traceback else None)
         outcome = result("failed", error=error, error_type=type(failure).__name__)
         finish(outcome)
         return Failed(message=outcome.error, data=quote(outcome))  # type: ignore[return-value]
