@@ -74,7 +74,8 @@ def bound(name: str, value: timedelta | str) -> timedelta:
     return parsed
 
 
-def _shown(within: timedelta) -> str:
+def shown_duration(within: timedelta) -> str:
+    """``15m``, ``2h``, ``90s``: as the flags take it."""
     seconds = int(within.total_seconds())
     for unit, size in (("h", 3600), ("m", 60)):
         if seconds % size == 0:
@@ -135,10 +136,13 @@ def _automations(block: UUID, late: timedelta, stalled: timedelta) -> dict[Condi
         "auth": (
             "a login is required",
             EventTrigger(expect={"nexusflow.auth.required"}, match=session, posture=Posture.Reactive),
-            send("nexusflow: {{ event.payload.style }} needs a login", "{{ event.payload.error }}" + _LINK),
+            send(
+                "nexusflow: {{ event.payload.style }} needs a login",
+                "{{ event.payload.error }}; session {{ event.resource.name }}" + _LINK,
+            ),
         ),
         "late": (
-            f"a scheduled run has not started {_shown(late)} after it was due",
+            f"a scheduled run has not started {shown_duration(late)} after it was due",
             EventTrigger(
                 after={"prefect.flow-run.Late"},
                 expect={"prefect.flow-run.*"},
@@ -151,11 +155,11 @@ def _automations(block: UUID, late: timedelta, stalled: timedelta) -> dict[Condi
             send(
                 "nexusflow: {{ flow_run.name }} has not started",
                 "due at {{ flow_run.expected_start_time }}, still {{ flow_run.state_name }} "
-                f"{_shown(late)} after Prefect marked it late: is a worker up for its pool?" + _LINK,
+                f"{shown_duration(late)} after Prefect marked it late: is a worker up for its pool?" + _LINK,
             ),
         ),
         "stalled": (
-            f"a run made no progress for {_shown(stalled)}",
+            f"a run made no progress for {shown_duration(stalled)}",
             EventTrigger(
                 after={"prefect.task-run.Running"},
                 expect={"prefect.task-run.*"},
@@ -167,7 +171,7 @@ def _automations(block: UUID, late: timedelta, stalled: timedelta) -> dict[Condi
                 within=stalled,
             ),
             send(
-                "nexusflow: {{ flow_run.name }} made no progress for " + _shown(stalled),
+                "nexusflow: {{ flow_run.name }} made no progress for " + shown_duration(stalled),
                 "step {{ event.resource.name }} has run since {{ event.occurred }} with nothing new" + _LINK,
             ),
         ),

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import sys
 
-from ..alerts import Alert, install_alerts, list_alerts, remove_alerts
+from ..alerts import Alert, install_alerts, list_alerts, remove_alerts, shown_duration
 
 
 def _table(alerts: list[Alert]) -> None:
     print(f"{'alert':<10} {'enabled':<8} {'within':<8} {'notify':<32} automation")
     for alert in alerts:
-        within = f"{int(alert.within.total_seconds())}s" if alert.within is not None else "-"
+        within = shown_duration(alert.within) if alert.within is not None else "-"
         enabled = "yes" if alert.enabled else "no"
         print(f"{alert.condition:<10} {enabled:<8} {within:<8} {alert.notify or '(block gone)':<32} {alert.name}")
 
