@@ -226,6 +226,7 @@ def test_each_fault_tells_one_notification_and_a_healthy_run_none(capsys, block,
         'call add {"a": 2, "b": 3}', "--tools", f"{tools}:add", "--max-turns", "1", "--session", f"fails-{tag}"
     )
     assert failed.returncode == 1, failed.stderr[-3000:]
+    failed_at = time.time()
     waiting = run('call deploy {"service": "web"}', "--tools", f"{tools}:deploy", "--session", f"waits-{tag}")
     assert waiting.returncode == 3, waiting.stderr[-3000:]
 
