@@ -151,6 +151,20 @@ def _run_id(name: str) -> str:
     return _api(find)
 
 
+def _started(run_name: str, step: str) -> float:
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, TaskRunFilter, TaskRunFilterName
+
+    async def find(client: PrefectClient) -> float:
+        (task,) = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[run_name])),
+            task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=[step])),
+        )
+        assert task.start_time is not None
+        return task.start_time.timestamp()
+
+    return _api(find)
+
+
 def _late_run() -> tuple[str, str]:
     """A run of an ``agent-job`` deployment, due now, that no worker will start."""
     from prefect.states import Scheduled
@@ -206,6 +220,7 @@ def test_each_fault_tells_one_notification_and_a_healthy_run_none(capsys, block,
     installed = nexusflow_here(capsys, "alerts", "install", "--notify", block, "--late", "10s", "--stalled", "10s")
     assert installed.returncode == 0, installed.stderr[-3000:]
     assert installed.stderr.splitlines()[-1] == f"nexusflow: 7 alerts send through {block}"
+    due = time.time()
     late, late_id = _late_run()
     tag = uuid.uuid4().hex[:6]
     napping = ['call nap {"seconds": 14}', "--tools", f"{tools}:nap", "--session", f"stalls-{tag}"]
@@ -287,8 +302,12 @@ def test_each_fault_tells_one_notification_and_a_healthy_run_none(capsys, block,
             ),
         ]
     ), "one notification per fault, none for the healthy run"
-    told_at = {
-        b["subject"]: round(t - receiver.started, 1) for b, t in zip(receiver.bodies, receiver.times, strict=False)
+    told_at = {b["subject"]: t for b, t in zip(receiver.bodies, receiver.times, strict=False)}
+    measured = {  # printed for the docs' bounds (pytest -s), not asserted
+        "failed, after the run ended": told_at[f"nexusflow: fails-{tag} failed"] - failed_at,
+        "stalled, after the step started": told_at[f"nexusflow: agent-stalls-{tag} made no progress for 10s"]
+        - _started(f"agent-stalls-{tag}", "tool-0-nap"),
+        "late, after the run was due": told_at[f"nexusflow: {late} has not started"] - due,
     }
 
     # listed; installed again: the same Automations, updated in place
@@ -321,7 +340,7 @@ def test_each_fault_tells_one_notification_and_a_healthy_run_none(capsys, block,
     time.sleep(3)
     assert receiver.bodies[told:] == [{"subject": "mine", "body": f"fails-again-{tag}"}]
     _api(lambda client: client.delete_automation(uuid.UUID(mine)))
-    print(f"told, seconds after the install: {told_at}")  # measured, for the docs' bounds (pytest -s)
+    print("seconds:", {what: round(seconds, 1) for what, seconds in measured.items()})
 
 
 def _automation_ids() -> list[tuple[str, str]]:
