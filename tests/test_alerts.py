@@ -380,4 +380,8 @@ def test_a_block_that_is_missing_or_cannot_notify_is_refused_and_nothing_changes
         2,
         "nexusflow: alerts: --late must be a duration of at least 10s (30s, 15m, 2h), not '5s'\n",
     )
+    from nexusflow import AlertsError, install_alerts_sync
+
+    with pytest.raises(AlertsError, match='^alerts: no block "custom-webhook/gone" on the Prefect server'):
+        install_alerts_sync("custom-webhook/gone")
     assert _automations() == before
