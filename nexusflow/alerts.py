@@ -17,6 +17,7 @@ from uuid import UUID
 
 from prefect.client.orchestration import PrefectClient, get_client
 from prefect.events.actions import SendNotification
+from prefect.events.filters import AutomationFilter, AutomationFilterTags
 from prefect.events.schemas.automations import Automation, AutomationCore, EventTrigger, Posture
 from prefect.exceptions import ObjectNotFound
 from prefect.utilities.asyncutils import run_coro_as_sync
@@ -201,7 +202,9 @@ async def _block(client: PrefectClient, notify: str) -> UUID:
 
 
 async def _ours(client: PrefectClient) -> list[Automation]:
-    return [a for a in await client.read_automations() if TAG in a.tags and a.name.startswith(PREFIX)]
+    """Asked by tag: a server's first page of every Automation might not hold them all."""
+    tagged = AutomationFilter(tags=AutomationFilterTags(all_=[TAG]))
+    return [a for a in await client.read_automations(automations=tagged) if a.name.startswith(PREFIX)]
 
 
 async def install_alerts(
