@@ -36,6 +36,7 @@ LATE = timedelta(minutes=15)
 STALLED = timedelta(minutes=30)
 SHORTEST = timedelta(seconds=10)
 """Prefect's shortest window for a proactive trigger (one that fires on an absence)."""
+LONGEST = timedelta(days=365)
 
 RUN_FLOW = "agent_run"
 """The flow every nexusflow run is: its failures, crashes and stalls are the ones told."""
@@ -63,15 +64,15 @@ class Alert(BaseModel):
 
 
 def bound(name: str, value: timedelta | str) -> timedelta:
-    """``--late`` or ``--stalled``: a duration (``15m``, ``90s``, ``2h``) of at least
-    ``SHORTEST``, the shortest window Prefect evaluates an absence over."""
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        parsed = timedelta(seconds=float(match.group(1)) * _UNIT[match.group(2)]) if match else None
-    else:
-        parsed = value if isinstance(value, timedelta) else None
-    if parsed is None or parsed < SHORTEST:
-        raise alerts_bad_bound(name, value, SHORTEST)
+    """``--late`` or ``--stalled``: a duration (``15m``, ``90s``, ``2h``) from ``SHORTEST``,
+    the shortest window Prefect evaluates an absence over, to ``LONGEST``."""
+    parsed: timedelta | None = value if isinstance(value, timedelta) else None
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if match is not None:
+        seconds = float(match.group(1)) * _UNIT[match.group(2)]
+        parsed = timedelta(seconds=seconds) if seconds <= LONGEST.total_seconds() else None
+    if parsed is None or not SHORTEST <= parsed <= LONGEST:
+        raise alerts_bad_bound(name, value, SHORTEST, LONGEST)
     return parsed
 
 

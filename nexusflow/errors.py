@@ -1316,9 +1316,9 @@ def alerts_not_notifying(slug: str) -> AlertsError:
     )
 
 
-def alerts_bad_bound(name: str, value: object, shortest: timedelta) -> ArgumentError:
+def alerts_bad_bound(name: str, value: object, shortest: timedelta, longest: timedelta) -> ArgumentError:
     return ArgumentError(
-        f"alerts: --{name} must be a duration of at least {int(shortest.total_seconds())}s"
+        f"alerts: --{name} must be a duration from {int(shortest.total_seconds())}s to {longest.days}d"
         f" (30s, 15m, 2h), not {value!r}",
         name,
     )

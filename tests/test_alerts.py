@@ -386,7 +386,7 @@ def test_a_block_that_is_missing_or_cannot_notify_is_refused_and_nothing_changes
     short = nexusflow_here(capsys, "alerts", "install", "--notify", f"webhook/{name}", "--late", "5s")
     assert (short.returncode, short.stderr) == (
         2,
-        "nexusflow: alerts: --late must be a duration of at least 10s (30s, 15m, 2h), not '5s'\n",
+        "nexusflow: alerts: --late must be a duration from 10s to 365d (30s, 15m, 2h), not '5s'\n",
     )
     from nexusflow import AlertsError, install_alerts_sync
 

@@ -222,7 +222,7 @@ def test_run_reaches_the_acp_transport_through_the_acp_command(agent, tmp_path, 
         (["alerts"], ["alerts needs a COMMAND: install, list or remove"]),
         (
             ["alerts", "install", "--notify", "x/y", "--stalled", "5m30"],
-            ["--stalled must be a duration of at least 10s"],
+            ["--stalled must be a duration from 10s to 365d"],
         ),
     ],
 )
