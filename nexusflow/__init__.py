@@ -7,11 +7,21 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .alerts import (
+        Alert,
+        install_alerts,
+        install_alerts_sync,
+        list_alerts,
+        list_alerts_sync,
+        remove_alerts,
+        remove_alerts_sync,
+    )
     from .cli_client import create_cli_client
     from .client import Client, create_in_process_client
     from .compose import AgentTool
     from .errors import (
         AcpError,
+        AlertsError,
         AuthRequired,
         BudgetExceeded,
         CassetteError,
@@ -78,6 +88,14 @@ if TYPE_CHECKING:
     from .waits import AnswerForm, DeploymentSuspension, EventWait, Polling, PrefectPause, answer_flow_run
 
 _WHERE: dict[str, str] = {
+    "Alert": "alerts",
+    "AlertsError": "errors",
+    "install_alerts": "alerts",
+    "install_alerts_sync": "alerts",
+    "list_alerts": "alerts",
+    "list_alerts_sync": "alerts",
+    "remove_alerts": "alerts",
+    "remove_alerts_sync": "alerts",
     "SessionInfo": "sessions",
     "Forgotten": "sessions",
     "list_sessions": "sessions",
@@ -175,6 +193,8 @@ __all__ = [
     "AcpError",
     "AcpLaunch",
     "AgentTool",
+    "Alert",
+    "AlertsError",
     "Answer",
     "AnswerForm",
     "AssistantMessage",
@@ -249,11 +269,17 @@ __all__ = [
     "current_answer",
     "forget_session",
     "forget_session_sync",
+    "install_alerts",
+    "install_alerts_sync",
+    "list_alerts",
+    "list_alerts_sync",
     "list_sessions",
     "list_sessions_sync",
     "load_cli_style",
     "prune_sessions",
     "prune_sessions_sync",
+    "remove_alerts",
+    "remove_alerts_sync",
     "suspend",
     "tool",
 ]

@@ -902,13 +902,17 @@ class UsageError(NexusflowError):
 
 def usage_no_command() -> UsageError:
     return UsageError(
-        "a COMMAND is needed: run, demo, answer, show, sessions, forget, prune, server, styles or mcp-bridge"
+        "a COMMAND is needed: run, demo, answer, show, sessions, forget, prune, server, styles, alerts or mcp-bridge"
         " (see nexusflow --help)"
     )
 
 
 def usage_no_styles_command() -> UsageError:
     return UsageError("styles needs a COMMAND: list or verify")
+
+
+def usage_no_alerts_command() -> UsageError:
+    return UsageError("alerts needs a COMMAND: install, list or remove")
 
 
 def usage_session(exc: SessionIdError) -> UsageError:
@@ -1304,3 +1308,32 @@ def crash_tools_again(tools: Iterable[str]) -> str:
 
 def crash_output_differs(expected: str, got: str) -> str:
     return f"the resumed run printed {got[-500:]!r} where the uninterrupted run printed {expected[-500:]!r}"
+
+
+class AlertsError(NexusflowError):
+    """``install_alerts`` cannot send through the block it was given; nothing was changed."""
+
+
+def alerts_bad_block(slug: object) -> ArgumentError:
+    return ArgumentError(
+        f"alerts: --notify takes a block's <type>/<name>, like custom-webhook/night-alerts, not {slug!r}", "notify"
+    )
+
+
+def alerts_no_block(slug: str) -> AlertsError:
+    return AlertsError(f'alerts: no block "{slug}" on the Prefect server: save the notification block first')
+
+
+def alerts_not_notifying(slug: str) -> AlertsError:
+    return AlertsError(
+        f'alerts: block "{slug}" cannot send notifications: give a notification block '
+        "(custom-webhook, slack-webhook, ms-teams-webhook, ...)"
+    )
+
+
+def alerts_bad_bound(name: str, value: object, shortest: timedelta, longest: timedelta) -> ArgumentError:
+    return ArgumentError(
+        f"alerts: --{name} must be a duration from {int(shortest.total_seconds())}s to {longest.days}d"
+        f" (30s, 15m, 2h), not {value!r}",
+        name,
+    )

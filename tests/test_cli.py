@@ -218,7 +218,12 @@ def test_run_reaches_the_acp_transport_through_the_acp_command(agent, tmp_path, 
         (["run", "hi", "--transport", "bogus"], ['"bogus"', "--transport", '"auto"', '"acp"', '"cli"']),
         (["run", "hi", "--style", "clod", "--command", "x"], ['cli: unknown style "clod"', "claude", "goose"]),
         (["answer", "some-flow-run"], ["--approve"]),
-        ([], ["a COMMAND is needed"]),
+        ([], ["a COMMAND is needed", "alerts"]),
+        (["alerts"], ["alerts needs a COMMAND: install, list or remove"]),
+        (
+            ["alerts", "install", "--notify", "x/y", "--stalled", "5m30"],
+            ["--stalled must be a duration from 10s to 365d"],
+        ),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(args, names, capsys):

@@ -191,7 +191,7 @@ def synopsis_commands() -> list[list[str]]:
     for line in synopsis.code.splitlines():
         words = line.split()
         if words[:1] == ["nexusflow"] and words[1] != "--help":
-            command = [words[1]] + ([words[2]] if words[1] == "styles" else [])
+            command = [words[1]] + ([words[2]] if words[1] in ("styles", "alerts") else [])
             if command not in commands:
                 commands.append(command)
     return commands

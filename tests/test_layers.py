@@ -18,7 +18,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (11, ("nexusflow.testing",)),
     (10, ("nexusflow.cli_client",)),
     (9, ("nexusflow.client",)),
-    (8, ("nexusflow.flows", "nexusflow.compose", "nexusflow.sessions")),
+    (8, ("nexusflow.flows", "nexusflow.compose", "nexusflow.sessions", "nexusflow.alerts")),
     (7, ("nexusflow.tasks", "nexusflow._runtime", "nexusflow._lease", "nexusflow.waits")),
     (6, ("nexusflow.transports", "nexusflow.options")),
     (5, ("nexusflow.toolkit", "nexusflow._locks", "nexusflow.budget")),

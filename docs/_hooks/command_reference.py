@@ -18,7 +18,7 @@ def _commands() -> list[list[str]]:
     for name in app:
         if not name.startswith("-"):
             commands.append([name])
-            commands += [[name, sub] for sub in app[name] if not sub.startswith("-") and name == "styles"]
+            commands += [[name, sub] for sub in app[name] if not sub.startswith("-") and name in ("styles", "alerts")]
     return commands
 
 

@@ -22,6 +22,7 @@ from ..errors import (
     PrefectApiError,
     UsageError,
     unwrap,
+    usage_no_alerts_command,
     usage_no_command,
     usage_no_styles_command,
 )
@@ -70,6 +71,12 @@ styles.command(
     help="Check your installed CLI against its style, on a scripted model server (no tokens spent).",
 )
 app.command(styles)
+alerts = App(name="alerts", help="Prefect Automations that notify when a run needs a person.")
+_ALERTS = "nexusflow.command.alerts"
+alerts.command(f"{_ALERTS}:install", help="Install or update the alerts, sending through a notification block.")
+alerts.command(f"{_ALERTS}:list_", name="list", help="The installed alerts and the block each sends through.")
+alerts.command(f"{_ALERTS}:remove", help="Remove nexusflow's alerts (and no other Automation).")
+app.command(alerts)
 
 
 @app.default
@@ -80,6 +87,11 @@ def _no_command() -> None:
 @styles.default
 def _no_styles_command() -> None:
     raise usage_no_styles_command()
+
+
+@alerts.default
+def _no_alerts_command() -> None:
+    raise usage_no_alerts_command()
 
 
 @app.command(name="mcp-bridge")

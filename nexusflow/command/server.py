@@ -55,6 +55,7 @@ def server(*, host: str | None = None, port: int | None = None) -> int:
     environment = {
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": LEASES,
+        "PREFECT_UI_URL": f"http://{host}:{port}",  # the flow-run links alerts send (nexusflow alerts)
         **os.environ,
     }
     command = [sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(port)]

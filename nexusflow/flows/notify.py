@@ -26,6 +26,12 @@ def answer_command(wait_for: object, session_id: str, flow_run_id: str) -> str |
     return None
 
 
+ANNOUNCED = frozenset({"AuthRequired", "QuotaExhausted"})
+"""Failures an event of their own announced first (``nexusflow.auth.required``,
+``nexusflow.quota.exhausted``): their ``nexusflow.run.failed`` carries the resource label
+``nexusflow.announced: yes``, so that an alert on failures tells each fault once."""
+
+
 def run_ended(result: RunResult) -> None:
     """``nexusflow.run.completed``, ``.failed`` or ``.pending``; a run its budget stopped
     also emits ``nexusflow.budget.exceeded``."""
@@ -36,7 +42,9 @@ def run_ended(result: RunResult) -> None:
     }
     if result.request is not None:
         payload["request"] = _request(result.request)
-    _emit(f"nexusflow.run.{result.status}", result.session_id, result.flow_run_id, None, payload)
+    announced = "yes" if result.error_type in ANNOUNCED else "no"
+    labels = {"nexusflow.announced": announced}
+    _emit(f"nexusflow.run.{result.status}", result.session_id, result.flow_run_id, None, payload, labels)
     if result.error_type == "BudgetExceeded":
         _emit("nexusflow.budget.exceeded", result.session_id, result.flow_run_id, None, {"error": result.error})
 
@@ -79,11 +87,22 @@ def _request(request: Request) -> dict[str, Any]:
     }
 
 
-def _emit(event: str, session_id: str, flow_run_id: str | None, tool: str | None, payload: dict[str, Any]) -> None:
+def _emit(
+    event: str,
+    session_id: str,
+    flow_run_id: str | None,
+    tool: str | None,
+    payload: dict[str, Any],
+    labels: dict[str, str] | None = None,
+) -> None:
     related = []
     if flow_run_id:
         related.append({"prefect.resource.id": f"prefect.flow-run.{flow_run_id}", "prefect.resource.role": "flow-run"})
     if tool:
         related.append({"prefect.resource.id": f"nexusflow.tool.{tool}", "prefect.resource.role": "tool"})
-    resource = {"prefect.resource.id": f"nexusflow.session.{session_id}", "prefect.resource.name": session_id}
+    resource = {
+        "prefect.resource.id": f"nexusflow.session.{session_id}",
+        "prefect.resource.name": session_id,
+        **(labels or {}),
+    }
     emit_event(event, resource=resource, related=related, payload=redact_all(payload))
