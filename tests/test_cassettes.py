@@ -330,7 +330,7 @@ async def test_a_launch_that_failed_replays_its_failure(fake, claude_on_path, tm
     from nexusflow.transports import TurnScope
     from nexusflow.transports.oneshot import CliConfig, CliTransport, builtin_style
 
-    fake.script({"sleep": 5}, {"stdout_hex": "ff00"})
+    fake.script({"sleep": 5})
     path = tmp_path / "c.json"
     style = builtin_style(CliStyles.CLAUDE)
     # The first launch times out on purpose; the second must not, however slowly a busy
@@ -341,6 +341,10 @@ async def test_a_launch_that_failed_replays_its_failure(fake, claude_on_path, tm
         cassette = Cassette(path, mode)
         said = []
         for prompt, config in zip(("first", "second"), configs, strict=True):
+            if mode == "record" and prompt == "second":
+                # The fake plays the reply its launch's count names; a first launch killed by its
+                # timeout before it counted itself (a busy machine) must not shift the second's.
+                fake.script(*[{"sleep": 5}] * len(fake.calls()), {"stdout_hex": "ff00"})
             request = ModelRequest.model_validate({"messages": [{"role": "user", "content": prompt}], "tools": []})
             with pytest.raises(CliError) as caught:
                 await CliTransport(config, cassette).generate(request, TurnScope(step=0))
@@ -350,6 +354,7 @@ async def test_a_launch_that_failed_replays_its_failure(fake, claude_on_path, tm
     recorded = await errors("record")
     assert recorded == ["cli: timed out after 500ms", "cli: the output is not UTF-8: byte 0xff at position 0"]
     assert [launch["answer"]["hex"] for launch in json.loads(path.read_text())["launches"]] == [[], ["stdout"]]
+    launched = len(fake.calls())
     claude_on_path.unlink()
     assert await errors("replay") == recorded
-    assert len(fake.calls()) == 2
+    assert len(fake.calls()) == launched, "the replay started no process"
