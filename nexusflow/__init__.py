@@ -7,6 +7,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._server import choose_server
     from .cli_client import create_cli_client
     from .client import Client, create_in_process_client
     from .compose import AgentTool
@@ -158,6 +159,7 @@ _WHERE: dict[str, str] = {
     "UserMessage": "messages",
     "agent_run": "flows",
     "answer_flow_run": "waits",
+    "choose_server": "_server",
     "create_cli_client": "cli_client",
     "create_in_process_client": "client",
     "current_answer": "suspension",
@@ -244,6 +246,7 @@ __all__ = [
     "UserMessage",
     "agent_run",
     "answer_flow_run",
+    "choose_server",
     "create_cli_client",
     "create_in_process_client",
     "current_answer",

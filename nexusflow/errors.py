@@ -1024,6 +1024,11 @@ def usage_server_running(home: Path, url: str) -> UsageError:
     return UsageError(f"a server for {home} is already running at {url}")
 
 
+def server_not_running(home: Path) -> NexusflowError:
+    """``nexusflow server --env`` with no server for the home: exit 1, nothing on stdout."""
+    return NexusflowError(f"no nexusflow server runs for {home}; start one with `nexusflow server`")
+
+
 def no_scripted_recipe(style: str) -> ValueError:
     """``nexusflow.testing``: a style its scripted model server cannot stand in for."""
     return ValueError(f"no scripted-server recipe for style {style}")
