@@ -44,7 +44,17 @@ async def test_styles_verify_passes_quietly_and_leaves_no_session(tmp_path):
     """Its deliberate model error used to print a 30-line traceback and 4 ERROR lines while
     every check passed, and left ``verify-*`` sessions (2 of 5 failed)."""
     done = subprocess.run(
-        [sys.executable, "-m", "nexusflow", "styles", "verify", "--style", "claude", "--command", cli(tmp_path, "claude")],
+        [
+            sys.executable,
+            "-m",
+            "nexusflow",
+            "styles",
+            "verify",
+            "--style",
+            "claude",
+            "--command",
+            cli(tmp_path, "claude"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
