@@ -7,8 +7,10 @@
    it serves that very home, so another home's server is never used.
 3. Else Prefect's embedded server: a temporary server of this process on the home's database.
 
-The choice is made once per process, at the first run, and said once in the log. Where the
-user chose nothing, the embedded server also gets the settings that keep it quiet and
+The choice is made once per process, at the first client or run, and said once in the log.
+A program's own ``@flow`` gets its server from Prefect when it starts, before any nexusflow
+call inside it: ``choose_server()`` makes the choice first (a call inside a running flow can
+only say which server that flow uses). Where the user chose nothing, the embedded server also gets the settings that keep it quiet and
 patient offline: no telemetry (offline it logs an ERROR at every start) and 90 s to start
 (the 20 s default is too little on a busy two-core machine: a second server then starts on
 the same port and fails with a traceback).
@@ -288,7 +290,8 @@ def use_server(*, say: bool = False) -> Choice:
     changed: dict[str, str] = {}
     if FlowRunContext.get() is not None or TaskRunContext.get() is not None:
         # Too late to choose: the flow that runs us (a user's own) has its server already.
-        choice = Choice(str(settings.api.url) if settings.api.url else None, "setting" if settings.api.url else "embedded")
+        url = str(settings.api.url) if settings.api.url else None
+        choice = Choice(url, "setting" if url else "embedded")
     elif settings.api.url:
         choice = Choice(str(settings.api.url), "setting")
     elif not _embedded_running() and (url := recorded_server(settings.home)):
