@@ -10,8 +10,9 @@
 The choice is made once per process, at the first client or run, and said once in the log.
 A program's own ``@flow`` gets its server from Prefect when it starts, before any nexusflow
 call inside it: ``choose_server()`` makes the choice first (a call inside a running flow can
-only say which server that flow uses). Where the user chose nothing, the embedded server also gets the settings that keep it quiet and
-patient offline: no telemetry (offline it logs an ERROR at every start) and 90 s to start
+only say which server that flow uses). Where the user chose nothing, the embedded server also
+gets the settings that keep it quiet and patient offline: no telemetry (offline it logs an
+ERROR at every start, and on a first run a ``database is locked`` traceback) and 90 s to start
 (the 20 s default is too little on a busy two-core machine: a second server then starts on
 the same port and fails with a traceback).
 """
