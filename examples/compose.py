@@ -9,7 +9,7 @@ with its turns and tool calls as task runs.
 import anyio
 from prefect import flow, task
 
-from nexusflow import create_in_process_client
+from nexusflow import choose_server, create_in_process_client
 from nexusflow.testing import ScriptedModel
 
 
@@ -37,4 +37,5 @@ async def research(topics: list[str]) -> str:
 
 
 if __name__ == "__main__":
+    choose_server()  # before the flow starts its own: the home's `nexusflow server` if one runs
     print(anyio.run(research, ["Prefect", "MCP", "ACP"]))

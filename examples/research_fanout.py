@@ -19,7 +19,7 @@ import sys
 import anyio
 from prefect import flow
 
-from nexusflow import CliStyles, ModelRequest, create_cli_client, create_in_process_client
+from nexusflow import CliStyles, ModelRequest, choose_server, create_cli_client, create_in_process_client
 
 REAL = "--real" in sys.argv
 
@@ -66,4 +66,5 @@ async def research(topics: list[str]) -> str:
 
 
 if __name__ == "__main__":
+    choose_server()  # before the flow starts its own: the home's `nexusflow server` if one runs
     print(anyio.run(research, TOPICS))

@@ -22,7 +22,7 @@ import anyio
 from prefect import flow, task
 from pydantic import BaseModel
 
-from nexusflow import CliStyles, Toolkit, create_cli_client, create_in_process_client, tool
+from nexusflow import CliStyles, Toolkit, choose_server, create_cli_client, create_in_process_client, tool
 from nexusflow.testing import ScriptedModel
 
 REAL = "--real" in sys.argv
@@ -83,6 +83,7 @@ async def triage() -> TriageReport:
 
 
 if __name__ == "__main__":
+    choose_server()  # before the flow starts its own: the home's `nexusflow server` if one runs
     report = anyio.run(triage)
     print(report.summary)
     for issue in report.issues:

@@ -7,6 +7,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._server import choose_server
     from .alerts import (
         Alert,
         install_alerts,
@@ -176,6 +177,7 @@ _WHERE: dict[str, str] = {
     "UserMessage": "messages",
     "agent_run": "flows",
     "answer_flow_run": "waits",
+    "choose_server": "_server",
     "create_cli_client": "cli_client",
     "create_in_process_client": "client",
     "current_answer": "suspension",
@@ -264,6 +266,7 @@ __all__ = [
     "UserMessage",
     "agent_run",
     "answer_flow_run",
+    "choose_server",
     "create_cli_client",
     "create_in_process_client",
     "current_answer",

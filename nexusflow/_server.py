@@ -7,9 +7,12 @@
    it serves that very home, so another home's server is never used.
 3. Else Prefect's embedded server: a temporary server of this process on the home's database.
 
-The choice is made once per process, at the first run, and said once in the log. Where the
-user chose nothing, the embedded server also gets the settings that keep it quiet and
-patient offline: no telemetry (offline it logs an ERROR at every start) and 90 s to start
+The choice is made once per process, at the first client or run, and said once in the log.
+A program's own ``@flow`` gets its server from Prefect when it starts, before any nexusflow
+call inside it: ``choose_server()`` makes the choice first (a call inside a running flow can
+only say which server that flow uses). Where the user chose nothing, the embedded server also
+gets the settings that keep it quiet and patient offline: no telemetry (offline it logs an
+ERROR at every start, and on a first run a ``database is locked`` traceback) and 90 s to start
 (the 20 s default is too little on a busy two-core machine: a second server then starts on
 the same port and fails with a traceback).
 """
@@ -288,12 +291,12 @@ def use_server(*, say: bool = False) -> Choice:
     from prefect.settings import get_current_settings
 
     settings = get_current_settings()
-    if FlowRunContext.get() is not None or TaskRunContext.get() is not None:
-        return Choice(
-            str(settings.api.url) if settings.api.url else None, "setting" if settings.api.url else "embedded"
-        )
     changed: dict[str, str] = {}
-    if settings.api.url:
+    if FlowRunContext.get() is not None or TaskRunContext.get() is not None:
+        # Too late to choose: the flow that runs us (a user's own) has its server already.
+        url = str(settings.api.url) if settings.api.url else None
+        choice = Choice(url, "setting" if url else "embedded")
+    elif settings.api.url:
         choice = Choice(str(settings.api.url), "setting")
     elif not _embedded_running() and (url := recorded_server(settings.home)):
         choice = Choice(url, "home")
@@ -313,6 +316,19 @@ def use_server(*, say: bool = False) -> Choice:
     _quiet_workers()
     _chosen = choice
     return use_server(say=say)
+
+
+def choose_server() -> str | None:
+    """Pick this process's Prefect server now, by nexusflow's one rule (``PREFECT_API_URL``;
+    else the home's running ``nexusflow server``; else an embedded server, started quiet),
+    and say which, once. Call it before a flow of your own starts: Prefect starts its own
+    embedded server at a flow's first run, and a nexusflow call made inside that flow can no
+    longer choose (a nexusflow run outside any flow chooses by itself). Returns the API URL,
+    or None for the embedded server, which the first run starts.
+
+    ``eval "$(nexusflow server --env)"`` in a shell makes the same choice for every
+    program it starts, Prefect's own commands included."""
+    return use_server(say=True).url
 
 
 def _home() -> Path:

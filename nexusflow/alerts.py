@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from ._server import use_server
 from .errors import alerts_bad_block, alerts_bad_bound, alerts_no_block, alerts_not_notifying
 
-Condition = Literal["waiting", "failed", "crashed", "quota", "auth", "late", "stalled"]
+Condition = Literal["waiting", "failed", "crashed", "quota", "auth", "late", "stalled", "canary"]
 CONDITIONS: tuple[Condition, ...] = get_args(Condition)
 
 TAG = "nexusflow-alerts"
@@ -40,7 +40,9 @@ LONGEST = timedelta(days=365)
 
 RUN_FLOW = "agent_run"
 """The flow every nexusflow run is: its failures, crashes and stalls are the ones told."""
-DEPLOYED_FLOWS = ("agent-job", RUN_FLOW)
+CANARY_FLOW = "styles-canary"
+"""``nexusflow.job:styles_canary``: its failure names the CLI that drifted."""
+DEPLOYED_FLOWS = ("agent-job", RUN_FLOW, CANARY_FLOW)
 """The flows nexusflow deploys: a scheduled run of one that does not start is told."""
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*/[^/\s]+$")
@@ -141,6 +143,19 @@ def _automations(block: UUID, late: timedelta, stalled: timedelta) -> dict[Condi
             send(
                 "nexusflow: {{ event.payload.style }} needs a login",
                 "{{ event.payload.error }}; session {{ event.resource.name }}" + _LINK,
+            ),
+        ),
+        "canary": (
+            "the styles canary finds a CLI drifted",
+            EventTrigger(
+                expect={"prefect.flow-run.Failed", "prefect.flow-run.Crashed"},
+                match={"prefect.resource.id": "prefect.flow-run.*"},
+                match_related={"prefect.resource.role": "flow", "prefect.resource.name": CANARY_FLOW},
+                posture=Posture.Reactive,
+            ),
+            send(
+                "nexusflow: styles canary {{ event.resource.name }} failed",
+                "{{ event.payload.validated_state.message or 'failed' }}" + _LINK,
             ),
         ),
         "late": (

@@ -1043,6 +1043,21 @@ def usage_server_running(home: Path, url: str) -> UsageError:
     return UsageError(f"a server for {home} is already running at {url}")
 
 
+class StyleCheckFailed(NexusflowError):
+    """The ``styles_canary`` flow found the installed CLI no longer does what its style says."""
+
+
+def style_checks_failed(style: str, command: str, version: str, failed: list[tuple[str, str]]) -> StyleCheckFailed:
+    """One line naming the CLI, its version and each failed check with what it saw."""
+    checks = "; ".join(f"{name}: {' '.join(detail.split())}" for name, detail in failed)
+    return StyleCheckFailed(f"styles canary: {style} CLI {command} ({version}) failed {checks}")
+
+
+def server_not_running(home: Path) -> NexusflowError:
+    """``nexusflow server --env`` with no server for the home: exit 1, nothing on stdout."""
+    return NexusflowError(f"no nexusflow server runs for {home}; start one with `nexusflow server`")
+
+
 def no_scripted_recipe(style: str) -> ValueError:
     """``nexusflow.testing``: a style its scripted model server cannot stand in for."""
     return ValueError(f"no scripted-server recipe for style {style}")

@@ -1,4 +1,5 @@
-"""``agent_job``: an agent run described entirely by parameters, for deployments.
+"""``agent_job``: an agent run described entirely by parameters, for deployments; and
+``styles_canary``, ``nexusflow styles verify`` as a flow, scheduled before the jobs that use a CLI.
 
 Every parameter is data (``prefect.yaml``, the UI's run form, ``prefect deployment run
 -p``), validated at the boundary: a style name must be one of ``CliStyles``. The loop runs
@@ -12,7 +13,7 @@ suspension suspends the job (the worker's process exits until it is answered).
 
 from typing import Any, Literal
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Paused
 
@@ -20,7 +21,7 @@ from ._imports import import_output_type, import_tools
 from ._secrets import redact
 from .cli_client import create_cli_client
 from .client import Client, create_in_process_client
-from .errors import agent_job_failed, agent_job_needs_a_style, agent_job_not_waiting
+from .errors import agent_job_failed, agent_job_needs_a_style, agent_job_not_waiting, style_checks_failed
 from .flows.agent import AWAITING
 from .memory import SessionStore
 from .messages import Answer, RunResult
@@ -122,3 +123,31 @@ async def agent_job(
     if spec is None:
         return result
     return spec.adapter.dump_python(result.output, mode="json")
+
+
+@flow(name="styles-canary", validate_parameters=True)
+async def styles_canary(
+    style: CliStyles,
+    command: str,
+    acp_command: str | None = None,
+    model: str | None = None,
+    timeout: float = 180.0,
+) -> list[str]:
+    """``nexusflow styles verify`` as a flow: checks the installed CLI (``command``, with its
+    ACP adapter ``acp_command``) against ``style`` on a scripted model server, no token spent,
+    its logins untouched, and no session left behind. Scheduled before the jobs that use the
+    CLI, it tells of a CLI that updated itself out of its style before a job meets it: any
+    failed check fails the run with one line naming the CLI, its version and each failed
+    check (``StyleCheckFailed``), for an alert on failed runs. Returns the checks' lines.
+    Needs the ``testing`` extra (the scripted server)."""
+    from .testing.conformance import verify_style, version_of
+
+    version = version_of(command)
+    checks = await verify_style(style, command, acp_command=acp_command, model=model, timeout=timeout)
+    logger = get_run_logger()
+    for check in checks:
+        logger.info("%s", check.line())
+    failed = [(check.name, check.detail) for check in checks if not check.ok]
+    if failed:
+        raise style_checks_failed(style.value, command, version, failed)
+    return [check.line() for check in checks]

@@ -194,6 +194,21 @@ def _crashed_run(name: str) -> str:
     return _api(make)
 
 
+def _failed_canary(name: str) -> str:
+    """A run of the styles canary failed as a drifted CLI fails it."""
+    from prefect.states import Failed, Running
+
+    from nexusflow.job import styles_canary
+
+    async def make(client: PrefectClient) -> str:
+        run = await client.create_flow_run(styles_canary, name=name, state=Running())
+        message = f"styles canary: claude CLI claude (2.1.332 (Claude Code)) failed a check ({name})"
+        await client.set_flow_run_state(run.id, Failed(message=message), force=True)
+        return str(run.id)
+
+    return _api(make)
+
+
 def _sentinel(block: str) -> str:
     """An Automation of the user's own, on the same event and block as the "failed" alert."""
     from prefect.events.actions import SendNotification
@@ -219,7 +234,7 @@ def test_each_fault_tells_one_notification_and_a_healthy_run_none(capsys, block,
 
     installed = nexusflow_here(capsys, "alerts", "install", "--notify", block, "--late", "10s", "--stalled", "10s")
     assert installed.returncode == 0, installed.stderr[-3000:]
-    assert installed.stderr.splitlines()[-1] == f"nexusflow: 7 alerts send through {block}"
+    assert installed.stderr.splitlines()[-1] == f"nexusflow: 8 alerts send through {block}"
     due = time.time()
     tag = uuid.uuid4().hex[:6]
     late = f"late-{tag}"
@@ -258,6 +273,7 @@ def test_each_fault_tells_one_notification_and_a_healthy_run_none(capsys, block,
     quota = create_in_process_client(spent).run_sync("go", session_id=f"quota-{tag}")
     assert quota.error_type == "QuotaExhausted", quota.error
     crashed_id = _crashed_run(f"agent-crashes-{tag}")
+    canary_id = _failed_canary(f"canary-{tag}")
     _, stalled_err = stalled.communicate(timeout=60)
     assert stalled.returncode == 0, stalled_err[-3000:]
 
@@ -265,7 +281,7 @@ def test_each_fault_tells_one_notification_and_a_healthy_run_none(capsys, block,
         """What this test's runs told: another test's run left late on this server may tell too."""
         return [body for body in bodies if tag in body["subject"]]
 
-    receiver.wait_for(lambda bodies: len(ours(bodies)) >= 7, timeout=60)
+    receiver.wait_for(lambda bodies: len(ours(bodies)) >= 8, timeout=60)
     time.sleep(5)  # a second notification of the same fault would come with the first
     ui = os.environ["PREFECT_API_URL"].removesuffix("/api") + "/runs/flow-run/"
     got = sorted((b["subject"], _TIME.sub("<time>", b["body"])) for b in ours(receiver.bodies))
@@ -296,6 +312,11 @@ def test_each_fault_tells_one_notification_and_a_healthy_run_none(capsys, block,
                 f"agent-crashes-{tag}: its process died; flow run: {ui}{crashed_id}",
             ),
             (
+                f"nexusflow: styles canary canary-{tag} failed",
+                f"styles canary: claude CLI claude (2.1.332 (Claude Code)) failed a check (canary-{tag});"
+                f" flow run: {ui}{canary_id}",
+            ),
+            (
                 f"nexusflow: agent-stalls-{tag} made no progress for 10s",
                 "step tool-0-nap has run since <time> with nothing new;"
                 f" flow run: {ui}{_run_id(f'agent-stalls-{tag}')}",
@@ -321,19 +342,19 @@ def test_each_fault_tells_one_notification_and_a_healthy_run_none(capsys, block,
     rows = [line.split() for line in listed.stdout.splitlines()[1:]]
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
         (c, "yes", "10s" if c in ("late", "stalled") else "-", block)
-        for c in ("waiting", "failed", "crashed", "quota", "auth", "late", "stalled")
+        for c in ("waiting", "failed", "crashed", "quota", "auth", "late", "stalled", "canary")
     ]
     ids = _automation_ids()
     again = nexusflow_here(capsys, "alerts", "install", "--notify", block)
     assert again.returncode == 0, again.stderr[-3000:]
     assert _automation_ids() == ids, "no duplicate, no new id"
     relisted = nexusflow_here(capsys, "alerts", "list").stdout.splitlines()
-    assert [line.split()[2] for line in relisted[1:]] == ["-"] * 5 + ["15m", "30m"]
+    assert [line.split()[2] for line in relisted[1:]] == ["-"] * 5 + ["15m", "30m", "-"]
 
     # removed: only ours, and nothing is told any more
     mine = _sentinel(block)
     removed = nexusflow_here(capsys, "alerts", "remove")
-    assert removed.returncode == 0 and removed.stderr.splitlines()[-1] == "nexusflow: removed 7 alerts"
+    assert removed.returncode == 0 and removed.stderr.splitlines()[-1] == "nexusflow: removed 8 alerts"
     assert [name for name in _automations() if name.startswith("nexusflow")] == []
     assert "my own" in _automations()
     told = len(receiver.bodies)

@@ -13,6 +13,7 @@ from pathlib import Path
 from uuid import UUID
 
 import anyio
+import httpx
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.deployments import run_deployment
@@ -21,8 +22,10 @@ from prefect.exceptions import ObjectNotFound
 from nexusflow import list_sessions
 
 from cli_fixtures import envelope_answer, envelope_calls, styled
-from helpers.docs import block
+from helpers.docs import block, block_marked
+from helpers.homes import new_user_environment, nexusflow_server, noise, served
 from helpers.prefect_api import task_runs
+from helpers.servers import migrated_home
 
 REPO = Path(__file__).parent.parent
 pytestmark = [
@@ -49,7 +52,7 @@ def prefect(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str
 def deployed(prefect_server) -> None:
     prefect("work-pool", "create", "local", "--type", "process", "--overwrite")
     done = prefect("--no-prompt", "deploy", "--all")
-    for name in ("weather-report", "approval-demo", "nightly-triage"):
+    for name in ("weather-report", "approval-demo", "nightly-triage", "claude-canary"):
         assert name in done.stdout + done.stderr
 
 
@@ -216,3 +219,69 @@ async def test_a_job_whose_quota_is_spent_frees_its_worker_and_completes_after_t
         by_name.setdefault(task_run.name, []).append(task_run.state.name)
     assert sorted(by_name["tool-0-current_temperature"]) == ["Cached", "Completed"], "the tool ran once"
     assert sorted(by_name["turn-0"]) == ["Cached", "Completed"], "the first turn was asked once"
+
+
+def header_commands() -> list[str]:
+    """The commands of prefect.yaml's header, in order, without their comments."""
+    commands = []
+    for line in (REPO / "prefect.yaml").read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith("#   "):
+            commands.append(line[4:].split("  #")[0].strip())
+    return commands
+
+
+def bash(script: str, env: dict[str, str], **options) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        ["bash", "-ec", script],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        **options,
+    )
+
+
+@pytest.mark.slow
+def test_prefect_yamls_header_as_written_runs_a_job_on_the_homes_nexusflow_server(tmp_path):
+    """A new user (no API URL, telemetry not opted out, the virtual environment active)
+    follows the header: ``nexusflow server`` in one terminal, then each command after
+    ``eval "$(nexusflow server --env)"``, the worker in a terminal of its own. Every command
+    talks to that server (followed literally before, each started a temporary server of its
+    own on the same database), quietly, and the job runs to completion on it. docs/operating.md
+    gives the same commands."""
+    start, setup, pool, deploy, worker, run = header_commands()
+    assert (start, setup) == ("nexusflow server", 'eval "$(nexusflow server --env)"')
+    documented = block_marked("sets up a terminal") + block_marked("deploys and starts a long-lived worker")
+    assert all(command in documented for command in (setup, pool, deploy, worker)), documented
+    migrated_home(tmp_path)
+    env = new_user_environment(tmp_path)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # `source .venv/bin/activate`
+    outputs = []
+    with nexusflow_server(env, tmp_path.parent / f"{tmp_path.name}-server.log") as server:
+        url = served(server)
+        outputs.append(bash(f"{setup}\n{pool}\n{deploy}", env).communicate(timeout=300)[0])
+        working = bash(f"{setup}\n{worker}", env)
+        try:
+            started = bash(f"{setup}\n{run}", env).communicate(timeout=300)[0]
+            outputs.append(started)
+            flow_run = started.split("UUID: ")[1].split()[0]
+            deadline = time.monotonic() + 300
+            while (state := httpx.get(f"{url}/flow_runs/{flow_run}").json()["state"]["type"]) not in FINAL:
+                assert time.monotonic() < deadline and working.poll() is None, f"the run stayed {state}"
+                time.sleep(1)
+            deployed = httpx.get(f"{url}/deployments/name/agent-job/weather-report").status_code
+        finally:
+            os.killpg(working.pid, signal.SIGKILL)
+            outputs.append(working.communicate()[0])
+    everything = "\n".join(outputs)
+    assert state == "COMPLETED", everything[-3000:]
+    assert "Starting temporary server" not in everything
+    assert noise(everything) == [], everything[-3000:]
+    assert deployed == 200
+
+
+FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}

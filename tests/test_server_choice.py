@@ -111,6 +111,23 @@ def test_a_second_server_for_a_home_is_refused_in_one_line(homes):
     assert done.stderr == f"nexusflow: a server for {a.path} is already running at {a.url}\n"
 
 
+@pytest.mark.slow
+def test_server_env_prints_the_running_servers_export_line_or_says_none_runs(homes, tmp_path):
+    """For ``eval "$(nexusflow server --env)"`` (prefect.yaml's header, docs/operating.md):
+    the home's server, whatever ``PREFECT_API_URL`` says; none running is one line, exit 1,
+    and nothing for ``eval`` to run."""
+    a, b = homes["a"], homes["b"]
+    command = [sys.executable, "-m", "nexusflow", "server", "--env"]
+    done = subprocess.run(command, capture_output=True, text=True, env={**a.env, "PREFECT_API_URL": b.url})
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"export PREFECT_API_URL={a.url}\n", "")
+    none = new_user_environment(tmp_path)
+    done = subprocess.run(command, capture_output=True, text=True, env=none)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert (
+        done.stderr == f"nexusflow: error: no nexusflow server runs for {tmp_path}; start one with `nexusflow server`\n"
+    )
+
+
 # Prefect picks the embedded server's port among 1,000 at random and takes any server that
 # answers there for its own; two processes started together (two jobs on one machine, two
 # tests) shared one server, which then went away with its process: a run failed with a 404

@@ -820,7 +820,7 @@ async def styles_verify(
     timeout
         Seconds per launch.
     """
-    from ..testing.conformance import verify_acp, verify_one_shot, version_of
+    from ..testing.conformance import verify_style, version_of
 
     if style in (CliStyles.CUSTOM, CliStyles.DEVIN):
         raise usage_no_verify_recipe(style.value)
@@ -831,11 +831,7 @@ async def styles_verify(
         f" (style verified with {chosen.verified}{f'; acp {chosen.acp.verified}' if chosen.acp else ''})"
     )
     use_server()
-    checks = await verify_one_shot(style, command, model=model, timeout=timeout)
-    launch = chosen.acp
-    if launch is not None and (not launch.adapter or acp_command):
-        checks += await verify_acp(style, command, acp_command=acp_command, model=model, timeout=timeout)
+    checks = await verify_style(style, command, acp_command=acp_command, model=model, timeout=timeout)
     for check in checks:
-        timing = f" ({check.seconds:.1f}s)" if check.seconds else ""
-        print(f"{'PASS' if check.ok else 'FAIL'}  {check.name}{timing}: {check.detail}")
+        print(check.line())
     return 0 if all(check.ok for check in checks) else EXIT_FAILED

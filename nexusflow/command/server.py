@@ -16,7 +16,7 @@ from types import FrameType
 from prefect.settings import get_current_settings
 
 from .._server import ServerRecord, recorded_server, remove_server_record, write_server_record
-from ..errors import usage_server_running
+from ..errors import server_not_running, usage_server_running
 from . import EXIT_FAILED
 
 LEASES = "prefect.server.concurrency.lease_storage.filesystem"
@@ -33,7 +33,7 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def server(*, host: str | None = None, port: int | None = None) -> int:
+def server(*, host: str | None = None, port: int | None = None, env: bool = False) -> int:
     """Start a local Prefect server in the foreground (Ctrl-C stops it) and print the
     PREFECT_API_URL it serves; later runs of this PREFECT_HOME use it without being told.
     Telemetry is off unless PREFECT_SERVER_ANALYTICS_ENABLED says.
@@ -44,10 +44,18 @@ def server(*, host: str | None = None, port: int | None = None) -> int:
         Address to listen on (default: Prefect's, 127.0.0.1).
     port
         Port to listen on (default: Prefect's, 4200).
+    env
+        Start nothing: print the ``export PREFECT_API_URL=...`` line of the server that runs
+        for this PREFECT_HOME, for ``eval "$(nexusflow server --env)"`` (exit 1 when none runs).
     """
     settings = get_current_settings()
     home = Path(settings.home)
     running = recorded_server(home)
+    if env:
+        if running is None:
+            raise server_not_running(home)
+        print(f"export PREFECT_API_URL={running}", flush=True)
+        return 0
     if running is not None:
         raise usage_server_running(home, running)
     host, port = host or settings.server.api.host, port or settings.server.api.port

@@ -1,6 +1,9 @@
 """Conformance checks of a user's installed agent CLI against its style, on a scripted model
-server: what ``nexusflow styles verify`` runs. No token is spent; the CLI's own logins and
-settings are not touched (it runs with a temporary home)."""
+server: what ``nexusflow styles verify`` and the ``styles_canary`` flow run. No token is spent;
+the CLI's own logins and settings are not touched (it runs with a temporary home). The checks
+leave no session behind (each run's session is forgotten once read), and the deliberate
+model error is asked of the CLI directly, not through a run: a failed run would log a
+traceback and count as a failed run for every alert on them while all checks pass."""
 
 from __future__ import annotations
 
@@ -12,12 +15,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..cli_client import create_cli_client
-from ..messages import RunResult
+from ..errors import NexusflowError
+from ..messages import ModelRequest, RunResult, UserMessage
+from ..sessions import forget_session
 from ..toolkit import Toolkit, tool
 from ..transports.choice import Transport
 from ..transports.oneshot.reports import TOKENLESS
@@ -28,6 +33,8 @@ EXACT_TEXT = '-leading dash, "quotes", new\nlines, <>&, café 中文 🙂'
 """A final answer that must come back byte for byte through the envelope."""
 
 SERVER_MODEL = "scripted-model"
+
+PROMPT = "Add 2 and 3 with the add tool."
 
 
 def default_model(style: CliStyles, acp: bool = False) -> str | None:
@@ -48,6 +55,11 @@ class Check:
     ok: bool
     detail: str
     seconds: float = 0.0
+
+    def line(self) -> str:
+        """``PASS  name (time): detail``, as ``styles verify`` prints it."""
+        timing = f" ({self.seconds:.1f}s)" if self.seconds else ""
+        return f"{'PASS' if self.ok else 'FAIL'}  {self.name}{timing}: {self.detail}"
 
 
 @dataclass
@@ -108,18 +120,48 @@ def _turn_models(turns: list[Recorded]) -> set[str]:
     return models
 
 
+@asynccontextmanager
+async def _throwaway_session() -> AsyncIterator[str]:
+    """A session for one check's run, forgotten once the check has its result: the checks
+    leave nothing in ``nexusflow sessions`` (nor in an alert counting failed sessions)."""
+    session_id = f"verify-{uuid.uuid4().hex}"
+    try:
+        yield session_id
+    finally:
+        with suppress(NexusflowError):  # a storage that refuses is not the CLI's failure
+            await forget_session(session_id)
+
+
 async def _run(
     style: CliStyles, command: str, replies: list[ScriptedReply | str], log: Added, *, model: str | None, timeout: float
 ) -> tuple[RunResult, list[Recorded]]:
-    async with scripted_cli(style, replies) as (server, home, env):
+    async with scripted_cli(style, replies) as (server, home, env), _throwaway_session() as session_id:
         client = create_cli_client(
             style, command, model, transport=Transport.CLI, env=env, cwd=home, timeout=timeout, repair_budget=0
         )
         async with await Toolkit.load(tools=[_adder(log)]) as toolkit:
-            result = await client.run(
-                "Add 2 and 3 with the add tool.", toolkit, session_id=f"verify-{uuid.uuid4().hex}"
-            )
+            result = await client.run(PROMPT, toolkit, session_id=session_id)
         return result, server.turns()
+
+
+ERROR_CHECK = "a model error fails the turn, with the model's message"
+
+
+async def _error_check(style: CliStyles, command: str, *, model: str | None, timeout: float) -> Check:
+    """One turn asked of the CLI directly (no flow run) while the server answers HTTP 400:
+    the turn must fail with the server's words."""
+    errors: list[ScriptedReply | str] = [ScriptedReply.fail(400, "scripted failure: bad request")] * 4  # CLIs retry
+    async with scripted_cli(style, errors) as (_, home, env):
+        client = create_cli_client(
+            style, command, model, transport=Transport.CLI, env=env, cwd=home, timeout=timeout, repair_budget=0
+        )
+        request = ModelRequest(messages=[UserMessage(content=PROMPT)], tools=Toolkit([_adder(Added([]))]).specs())
+        try:
+            async with client.transport() as transport:
+                reply = await transport.generate(request)
+        except NexusflowError as exc:
+            return Check(ERROR_CHECK, "scripted failure" in str(exc), f"failed: {exc}")
+    return Check(ERROR_CHECK, False, f"the turn answered: {reply.content!r}")
 
 
 async def verify_one_shot(
@@ -156,15 +198,7 @@ async def verify_one_shot(
                 else f"offered only {offered or 'none'} (allowed: {chosen.tools_left})",
             )
         )
-    errors: list[ScriptedReply | str] = [
-        ScriptedReply.fail(400, "scripted failure: bad request")
-    ] * 4  # CLIs that retry see it again
-    failing, _ = await _run(style, command, errors, Added([]), model=model, timeout=timeout)
-    surfaced = failing.status == "failed" and "scripted failure" in (failing.error or "")
-    outcome = (
-        f"failed: {failing.error}" if failing.status == "failed" else f"the run {failing.status}: {failing.text!r}"
-    )
-    checks.append(Check("a model error fails the run, with the model's message", surfaced, outcome))
+    checks.append(await _error_check(style, command, model=model, timeout=timeout))
     return checks
 
 
@@ -202,10 +236,8 @@ async def verify_acp(
             cwd=home,
             timeout=timeout,
         )
-        async with await Toolkit.load(tools=[_adder(log)]) as toolkit:
-            result = await client.run(
-                "Add 2 and 3 with the add tool.", toolkit, session_id=f"verify-{uuid.uuid4().hex}"
-            )
+        async with await Toolkit.load(tools=[_adder(log)]) as toolkit, _throwaway_session() as session_id:
+            result = await client.run(PROMPT, toolkit, session_id=session_id)
         turns = server.turns()
     seconds = time.perf_counter() - started
     reached = any("5" in json.dumps(t.body) for t in turns[1:])
@@ -216,3 +248,20 @@ async def verify_acp(
         else (f"status {result.status}, tool calls {log.calls}, error {result.error!r}")
     )
     return [Check("ACP served tool call", ok, detail, seconds)]
+
+
+async def verify_style(
+    style: CliStyles,
+    command: str,
+    *,
+    acp_command: str | None = None,
+    model: str | None = None,
+    timeout: float = 180,
+) -> list[Check]:
+    """Every check of ``style`` for ``command``: one-shot, and ACP where the style has an ACP
+    launch that needs no adapter or ``acp_command`` names one."""
+    checks = await verify_one_shot(style, command, model=model, timeout=timeout)
+    launch = builtin_style(style).acp
+    if launch is not None and (not launch.adapter or acp_command):
+        checks += await verify_acp(style, command, acp_command=acp_command, model=model, timeout=timeout)
+    return checks
