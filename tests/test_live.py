@@ -5,6 +5,7 @@ when its binary is absent, saying why; in CI it fails."""
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.testing import ScriptedReply
 from nexusflow.testing.conformance import default_model, scripted_cli
+from nexusflow.transports.oneshot.style import builtin_style
 
 from helpers.prefect_api import task_runs
 
@@ -294,3 +296,46 @@ async def test_an_acp_agent_s_spent_quota_is_recognised(style):
     assert result.error is not None and result.error.startswith(f"quota: {style.value} limit reached (")
     assert asked == 1
     assert ("(resets " in result.error) == (style == CliStyles.CODEX), result.error
+
+
+LOGGED_OUT = {
+    CliStyles.CLAUDE: ("claude", Transport.CLI, "Not logged in · Please run /login"),
+    CliStyles.GEMINI: ("gemini", Transport.CLI, "Please set an Auth method in your {home}/.gemini/settings.json"),
+    CliStyles.COPILOT: ("copilot", Transport.CLI, "Error: No authentication information found."),
+    CliStyles.GOOSE: ("goose", Transport.CLI, "error: No provider configured. Run 'goose configure' first."),
+    "claude-acp": ("claude-agent-acp", Transport.ACP, "Authentication required"),
+    "codex-acp": ("codex-acp", Transport.ACP, "Authentication required"),
+}
+"""What each real CLI or ACP adapter says with an empty HOME and no credentials (the table in
+docs/operating.md). Codex one-shot and opencode are not here: with no login they try the
+network (codex unauthenticated, opencode its free built-in model), which says nothing of a login."""
+
+SECRET_NAMED = re.compile(r"API_KEY|TOKEN|BASE_URL|_AUTH|CREDENTIALS|^GOOGLE_|^GEMINI_|^GOOSE_|^XDG_")
+
+
+@pytest.mark.parametrize("case", LOGGED_OUT, ids=[getattr(case, "value", case) for case in LOGGED_OUT])
+async def test_an_empty_home_is_a_login_required_in_the_cli_s_own_words(case, tmp_path, monkeypatch):
+    """Each real CLI run as a user with no login at all (an empty HOME, no key or base-URL
+    variable): the run fails with the pinned AuthRequired message quoting the CLI's words,
+    and the CLI is launched once although ``retry_on`` matches them."""
+    name, transport, words = LOGGED_OUT[case]
+    style = CliStyles.CLAUDE if case == "claude-acp" else CliStyles.CODEX if case == "codex-acp" else case
+    for variable in [key for key in os.environ if SECRET_NAMED.search(key) and not key.startswith("PREFECT_")]:
+        monkeypatch.delenv(variable)
+    home = tmp_path / "home"
+    home.mkdir()
+    launches = tmp_path / "launches"
+    counted = tmp_path / name
+    counted.write_text(f'#!/bin/sh\necho launched >> "{launches}"\nexec "{binary(name)}" "$@"\n')
+    counted.chmod(0o755)
+    acp = transport is Transport.ACP
+    client = create_cli_client(style, binary(ONE_SHOT[style]) if acp else str(counted), transport=transport,
+                               acp_command=str(counted) if acp else None, env={"HOME": str(home)}, cwd=str(home),
+                               workspace=str(home) if acp else None, timeout=60, retry_on=".", model_retries=2)  # fmt: skip
+    result = await client.run("Say hello.", session_id=f"live-{uuid.uuid4().hex}")
+    said = words.format(home=home)
+    login = builtin_style(style).login
+    assert result.status == "failed" and result.error_type == "AuthRequired", result.error
+    assert result.error is not None and result.error.startswith(f"auth: {style.value} is not logged in: "), result.error
+    assert said in result.error and result.error.endswith(f"; run {login} as the user the job runs as"), result.error
+    assert launches.read_text().splitlines() == ["launched"], "a login refused is launched once, never retried"
