@@ -19,6 +19,11 @@ CLAUDE_SAID = "Not logged in · Please run /login"  # claude -p with an empty HO
 CLAUDE_PINNED = (
     "auth: claude is not logged in: Not logged in · Please run /login; run claude /login as the user the job runs as"
 )
+GEMINI_SAID = (
+    "Please set an Auth method in your /home/job/.gemini/settings.json or specify one of the following environment"
+    " variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA"
+)
+COPILOT_SAID = "Error: No authentication information found.\n\nCopilot can be authenticated with GitHub using ..."
 CLAUDE_JSON = json.dumps(
     {"type": "result", "subtype": "success", "is_error": True, "num_turns": 1,
      "result": "Invalid API key · Please run /login", "total_cost_usd": 0, "usage": {}, "modelUsage": {}}
@@ -48,6 +53,13 @@ def test_the_error_survives_a_round_trip_through_pickle():
         ("claude", "Not logged in · Please run /login", True),
         ("claude", "Invalid API key · Please run /login", True),
         ("gemini", "Invalid auth method selected", True),  # exit 41 (shared notes, clis.md)
+        # each real CLI with an empty HOME (docs/operating.md's table; tests/test_live.py)
+        ("gemini", GEMINI_SAID, True),  # exit 41, on stderr as JSON
+        ("gemini", "Please set an Auth method for the release notes in the wiki.", False),
+        ("copilot", "Package extraction took 5911ms\n" + COPILOT_SAID, True),  # exit 1, stderr
+        ("copilot", "Copilot answered: No authentication information found in the config file.", False),
+        ("goose", "\n  error: No provider configured. Run 'goose configure' first.\n", True),  # exit 1, stdout
+        ("goose", "error: No provider configured for the tracing exporter", False),
         ("claude", "API Error: 500 Internal server error", False),
         ("claude", "I could not log the event: the user is not logged into the wiki.", False),
     ],

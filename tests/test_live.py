@@ -329,9 +329,18 @@ async def test_an_empty_home_is_a_login_required_in_the_cli_s_own_words(case, tm
     counted.write_text(f'#!/bin/sh\necho launched >> "{launches}"\nexec "{binary(name)}" "$@"\n')
     counted.chmod(0o755)
     acp = transport is Transport.ACP
-    client = create_cli_client(style, binary(ONE_SHOT[style]) if acp else str(counted), transport=transport,
-                               acp_command=str(counted) if acp else None, env={"HOME": str(home)}, cwd=str(home),
-                               workspace=str(home) if acp else None, timeout=60, retry_on=".", model_retries=2)  # fmt: skip
+    client = create_cli_client(
+        style,
+        binary(ONE_SHOT[style]) if acp else str(counted),
+        transport=transport,
+        acp_command=str(counted) if acp else None,
+        env={"HOME": str(home)},
+        cwd=str(home),
+        workspace=str(home) if acp else None,
+        timeout=60,
+        retry_on=".",
+        model_retries=2,
+    )
     result = await client.run("Say hello.", session_id=f"live-{uuid.uuid4().hex}")
     said = words.format(home=home)
     login = builtin_style(style).login

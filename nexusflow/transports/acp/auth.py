@@ -1,6 +1,6 @@
 """A request the agent refused because it is not logged in: ACP's auth-required error
-(code -32000 in the protocol's error codes; claude-agent-acp's "Authentication required", as
-the shared ACP notes say: not checked here against a real adapter with an empty HOME), or
+(code -32000 in the protocol's error codes: with an empty HOME, claude-agent-acp 0.101 answers
+session/prompt and codex-acp 2.6 session/new with -32000 "Authentication required"), or
 words the style's ``auth_patterns`` recognise in the error's message or its ``data.message``."""
 
 from __future__ import annotations
