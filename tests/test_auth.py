@@ -9,6 +9,8 @@ from test_events import events_of
 
 from nexusflow import AuthRequired, Transport, create_cli_client, create_in_process_client
 from nexusflow._secrets import register
+from nexusflow.errors import RemoteError
+from nexusflow.transports.acp.auth import not_logged_in
 from nexusflow.transports.oneshot.style import CliStyles, builtin_style
 
 from acp_fixtures import ScriptedAgent
@@ -66,6 +68,18 @@ def test_the_error_survives_a_round_trip_through_pickle():
 )
 def test_each_style_s_words_are_recognised(style, said, login):
     assert (builtin_style(CliStyles(style)).not_logged_in(said) is not None) == login
+
+
+def test_goose_acp_s_words_in_the_error_s_string_data_are_recognised():
+    """goose acp 1.52 with an empty HOME: -32603 "Internal error", its words a string in ``data``."""
+    said = "Failed to resolve provider: Configuration value not found: GOOSE_PROVIDER"
+    goose = builtin_style(CliStyles.GOOSE)
+    login = not_logged_in(goose, RemoteError("session/new", -32603, "Internal error", said))
+    assert login is not None and str(login) == (
+        f"auth: goose is not logged in: acp: session/new failed: Internal error (-32603) {said};"
+        " run goose configure as the user the job runs as"
+    )
+    assert not_logged_in(goose, RemoteError("session/new", -32603, "Internal error", "model not found")) is None
 
 
 def test_every_built_in_style_names_its_login_command():
