@@ -9,6 +9,8 @@ from test_events import events_of
 
 from nexusflow import AuthRequired, Transport, create_cli_client, create_in_process_client
 from nexusflow._secrets import register
+from nexusflow.errors import RemoteError
+from nexusflow.transports.acp.auth import not_logged_in
 from nexusflow.transports.oneshot.style import CliStyles, builtin_style
 
 from acp_fixtures import ScriptedAgent
@@ -19,6 +21,11 @@ CLAUDE_SAID = "Not logged in · Please run /login"  # claude -p with an empty HO
 CLAUDE_PINNED = (
     "auth: claude is not logged in: Not logged in · Please run /login; run claude /login as the user the job runs as"
 )
+GEMINI_SAID = (
+    "Please set an Auth method in your /home/job/.gemini/settings.json or specify one of the following environment"
+    " variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GENAI_USE_GCA"
+)
+COPILOT_SAID = "Error: No authentication information found.\n\nCopilot can be authenticated with GitHub using ..."
 CLAUDE_JSON = json.dumps(
     {"type": "result", "subtype": "success", "is_error": True, "num_turns": 1,
      "result": "Invalid API key · Please run /login", "total_cost_usd": 0, "usage": {}, "modelUsage": {}}
@@ -48,12 +55,31 @@ def test_the_error_survives_a_round_trip_through_pickle():
         ("claude", "Not logged in · Please run /login", True),
         ("claude", "Invalid API key · Please run /login", True),
         ("gemini", "Invalid auth method selected", True),  # exit 41 (shared notes, clis.md)
+        # each real CLI with an empty HOME (docs/operating.md's table; tests/test_live.py)
+        ("gemini", GEMINI_SAID, True),  # exit 41, on stderr as JSON
+        ("gemini", "Please set an Auth method for the release notes in the wiki.", False),
+        ("copilot", "Package extraction took 5911ms\n" + COPILOT_SAID, True),  # exit 1, stderr
+        ("copilot", "Copilot answered: No authentication information found in the config file.", False),
+        ("goose", "\n  error: No provider configured. Run 'goose configure' first.\n", True),  # exit 1, stdout
+        ("goose", "error: No provider configured for the tracing exporter", False),
         ("claude", "API Error: 500 Internal server error", False),
         ("claude", "I could not log the event: the user is not logged into the wiki.", False),
     ],
 )
 def test_each_style_s_words_are_recognised(style, said, login):
     assert (builtin_style(CliStyles(style)).not_logged_in(said) is not None) == login
+
+
+def test_goose_acp_s_words_in_the_error_s_string_data_are_recognised():
+    """goose acp 1.52 with an empty HOME: -32603 "Internal error", its words a string in ``data``."""
+    said = "Failed to resolve provider: Configuration value not found: GOOSE_PROVIDER"
+    goose = builtin_style(CliStyles.GOOSE)
+    login = not_logged_in(goose, RemoteError("session/new", -32603, "Internal error", said))
+    assert login is not None and str(login) == (
+        f"auth: goose is not logged in: acp: session/new failed: Internal error (-32603) {said};"
+        " run goose configure as the user the job runs as"
+    )
+    assert not_logged_in(goose, RemoteError("session/new", -32603, "Internal error", "model not found")) is None
 
 
 def test_every_built_in_style_names_its_login_command():

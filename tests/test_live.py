@@ -5,6 +5,7 @@ when its binary is absent, saying why; in CI it fails."""
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from nexusflow import CliStyles, Toolkit, Transport, create_cli_client, tool
 from nexusflow.testing import ScriptedReply
 from nexusflow.testing.conformance import default_model, scripted_cli
+from nexusflow.transports.oneshot.style import builtin_style
 
 from helpers.prefect_api import task_runs
 
@@ -294,3 +296,58 @@ async def test_an_acp_agent_s_spent_quota_is_recognised(style):
     assert result.error is not None and result.error.startswith(f"quota: {style.value} limit reached (")
     assert asked == 1
     assert ("(resets " in result.error) == (style == CliStyles.CODEX), result.error
+
+
+LOGGED_OUT = {
+    "claude": (CliStyles.CLAUDE, Transport.CLI, "Not logged in · Please run /login"),
+    "gemini": (CliStyles.GEMINI, Transport.CLI, "Please set an Auth method in your {home}/.gemini/settings.json"),
+    "copilot": (CliStyles.COPILOT, Transport.CLI, "Error: No authentication information found."),
+    "goose": (CliStyles.GOOSE, Transport.CLI, "error: No provider configured. Run 'goose configure' first."),
+    "claude-agent-acp": (CliStyles.CLAUDE, Transport.ACP, "Authentication required"),
+    "codex-acp": (CliStyles.CODEX, Transport.ACP, "Authentication required"),
+    "gemini --acp": (CliStyles.GEMINI, Transport.ACP, "Gemini API key is missing or not configured."),
+    "copilot --acp": (CliStyles.COPILOT, Transport.ACP, "Authentication required"),
+    "goose acp": (CliStyles.GOOSE, Transport.ACP, "Configuration value not found: GOOSE_PROVIDER"),
+}
+"""What each real CLI or ACP agent says with an empty HOME and no credentials (the table in
+docs/operating.md). Codex one-shot and opencode are not here: with no login they try the
+network (codex unauthenticated, opencode its free built-in model), which says nothing of a login."""
+
+SECRET_NAMED = re.compile(r"API_KEY|TOKEN|BASE_URL|_AUTH|CREDENTIALS|^GOOGLE_|^GEMINI_|^GOOSE_|^XDG_")
+
+
+@pytest.mark.parametrize("case", LOGGED_OUT)
+async def test_an_empty_home_is_a_login_required_in_the_cli_s_own_words(case, tmp_path, monkeypatch):
+    """Each real CLI run as a user with no login at all (an empty HOME, no key or base-URL
+    variable): the run fails with the pinned AuthRequired message quoting the CLI's words,
+    and the CLI (or its ACP adapter) is launched once although ``retry_on`` matches them."""
+    style, transport, words = LOGGED_OUT[case]
+    for variable in [key for key in os.environ if SECRET_NAMED.search(key) and not key.startswith("PREFECT_")]:
+        monkeypatch.delenv(variable)
+    home = tmp_path / "home"
+    home.mkdir()
+    launches = tmp_path / "launches"
+    adapter = ADAPTERS.get(style) if transport is Transport.ACP else None
+    counted = tmp_path / "counted"
+    counted.write_text(f'#!/bin/sh\necho launched >> "{launches}"\nexec "{binary(adapter or ONE_SHOT[style])}" "$@"\n')
+    counted.chmod(0o755)
+    acp = transport is Transport.ACP
+    client = create_cli_client(
+        style,
+        binary(ONE_SHOT[style]) if adapter else str(counted),
+        transport=transport,
+        acp_command=str(counted) if adapter else None,
+        env={"HOME": str(home)},
+        cwd=str(home),
+        workspace=str(home) if acp else None,
+        timeout=60,
+        retry_on=".",
+        model_retries=2,
+    )
+    result = await client.run("Say hello.", session_id=f"live-{uuid.uuid4().hex}")
+    said = words.format(home=home)
+    login = builtin_style(style).login
+    assert result.status == "failed" and result.error_type == "AuthRequired", result.error
+    assert result.error is not None and result.error.startswith(f"auth: {style.value} is not logged in: "), result.error
+    assert said in result.error and result.error.endswith(f"; run {login} as the user the job runs as"), result.error
+    assert launches.read_text().splitlines() == ["launched"], "a login refused is launched once, never retried"

@@ -1,7 +1,9 @@
 """A request the agent refused because it is not logged in: ACP's auth-required error
-(code -32000 in the protocol's error codes; claude-agent-acp's "Authentication required", as
-the shared ACP notes say: not checked here against a real adapter with an empty HOME), or
-words the style's ``auth_patterns`` recognise in the error's message or its ``data.message``."""
+(code -32000 in the protocol's error codes: with an empty HOME, claude-agent-acp 0.101 answers
+session/prompt and codex-acp 2.6 session/new with -32000 "Authentication required"), or
+words the style's ``auth_patterns`` recognise in the error's message, its ``data.message`` or its
+``data`` when that is a string (goose acp 1.52: -32603 "Internal error", data "Failed to resolve
+provider: Configuration value not found: GOOSE_PROVIDER")."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ AUTH_REQUIRED = -32000
 def not_logged_in(style: CliStyle, failure: BaseException) -> AuthRequired | None:
     if not isinstance(failure, RemoteError):
         return None
-    data = failure.data if isinstance(failure.data, dict) else {}
+    data = failure.data if isinstance(failure.data, dict) else {"message": failure.data}  # goose: a string
     said = " ".join(part for part in (str(failure), data.get("message")) if isinstance(part, str))
     if failure.code == AUTH_REQUIRED:
         return AuthRequired(style.name, said, style.login)
