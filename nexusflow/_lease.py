@@ -7,19 +7,38 @@ taken over stops before its next step (``SessionTakenOverError``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import anyio
 from prefect.client.orchestration import PrefectClient, get_client
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+    TaskRunFilter,
+    TaskRunFilterState,
+    TaskRunFilterStateType,
+)
+from prefect.client.schemas.objects import StateType
 from prefect.filesystems import WritableFileSystem
+from prefect.states import Crashed
 
 from . import _locks
 from ._digest import digest
 from ._locks import Beat, Lease, Taken, Watch, beating, create, dead, delete, held, let_go
 from ._secrets import get_logger
 from ._storage import holding, read_record, step_storage
-from .errors import SessionBusyError, SessionLockError, SessionTakenOverError
+from .errors import (
+    SessionBusyError,
+    SessionLockError,
+    SessionTakenOverError,
+    crashed_not_beating,
+    crashed_process_died,
+    describe,
+)
 
 logger = get_logger("nexusflow.session")
 
@@ -28,6 +47,12 @@ GIVE_UP_AFTER = 30.0
 fails with ``SessionLockError``: time for three take-overs in a row."""
 
 LOCK_PREFIX = "nexusflow-session-"
+
+MARK_WITHIN = 10.0
+"""Seconds that marking a dead holder's flow run ``Crashed`` may take (a handful of requests)
+before it is given up with a warning: it never holds up, nor fails, what found it dead."""
+UNFINISHED = [StateType.RUNNING, StateType.PENDING]
+"""The states of a dead holder's runs that are marked ``Crashed``; a final state stays."""
 
 
 class Heartbeat(Beat):
@@ -71,6 +96,9 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
                 beat.process.pid,
             )
             free = await delete(client, lock.id)
+            if free:
+                message = crashed_process_died(session_id, beat.process.pid, "the take-over")
+                await mark_crashed(client, {beat.flow_run_id: message})
             continue
         verdict = watch.verdict(lock.id, beat)
         if verdict == "alive" and beat is not None:
@@ -86,8 +114,48 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
                 time.monotonic() - watch.since,
             )
             free = await delete(client, lock.id)
+            if free and isinstance(seen, Heartbeat) and ours:
+                message = crashed_not_beating(session_id, time.monotonic() - watch.since, "the take-over")
+                await mark_crashed(client, {seen.flow_run_id: message})
             continue
         await anyio.sleep(_locks.BEAT_SECONDS / 2)
+
+
+async def mark_crashed(client: PrefectClient, dead: Mapping[str, str]) -> None:
+    """Mark the flow runs of holders found dead (flow run id -> the pinned message saying
+    who and how), and their task runs in flight, ``Crashed``: Prefect's open-source server
+    never learns that a process died, and a run left RUNNING misleads every dashboard and
+    automation. Only runs still RUNNING or PENDING (read first: a final state is never
+    overridden, so a second look changes nothing), task runs before their flow run (a mark
+    cut short is finished by the next look). Quiet and bounded: a failure is one warning."""
+    ids = [uuid.UUID(run) for run in dead if run]
+    if not ids:
+        return
+    try:
+        with anyio.fail_after(MARK_WITHIN):
+            await _mark_crashed(client, ids, dead)
+    except Exception as exc:
+        logger.warning("could not mark flow run %s Crashed: %s", ", ".join(map(str, ids)), describe(exc))
+
+
+async def _mark_crashed(client: PrefectClient, ids: list[uuid.UUID], dead: Mapping[str, str]) -> None:
+    unfinished = await client.read_flow_runs(
+        flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=ids), state=FlowRunFilterState(type=FlowRunFilterStateType(any_=UNFINISHED))
+        )
+    )
+    if not unfinished:
+        return
+    in_flight = await client.read_task_runs(
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id for run in unfinished])),
+        task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=UNFINISHED))),
+    )
+    for task_run in in_flight:
+        if task_run.flow_run_id is not None:
+            message = dead[str(task_run.flow_run_id)]
+            await client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
+    for run in unfinished:
+        await client.set_flow_run_state(run.id, Crashed(message=dead[str(run.id)]), force=True)
 
 
 class SessionLease:

@@ -1289,3 +1289,17 @@ def crash_tools_again(tools: Iterable[str]) -> str:
 
 def crash_output_differs(expected: str, got: str) -> str:
     return f"the resumed run printed {got[-500:]!r} where the uninterrupted run printed {expected[-500:]!r}"
+
+
+# Honest states (issue 42): the messages a run's Prefect state carries when nexusflow, not
+# Prefect's engine, ends it.
+def crashed_process_died(session_id: str, pid: int, found_by: str) -> str:
+    return f'nexusflow: session "{session_id}": its process {pid} on this machine died; found by {found_by}'
+
+
+def crashed_not_beating(session_id: str, seconds: float, found_by: str) -> str:
+    return f'nexusflow: session "{session_id}": its run has not beaten for {seconds:.0f}s; found by {found_by}'
+
+
+def cancelled_by_signal(session_id: str, signal_name: str) -> str:
+    return f'nexusflow: session "{session_id}": interrupted by {signal_name}; it goes on from its finished steps when run again'
