@@ -210,10 +210,14 @@ def wait(seconds: float) -> str:
 
 PROGRAM = """
 import asyncio, sys
-sys.path.insert(0, {folder!r})
-from slow_tools import wait
-from nexusflow import Toolkit, create_in_process_client
+from nexusflow import Toolkit, create_in_process_client, tool
 from nexusflow.testing import ScriptedModel
+
+@tool
+async def wait(seconds: float) -> str:
+    \"\"\"Wait (async: a sync tool's worker thread would keep the program alive until it returns).\"\"\"
+    await asyncio.sleep(seconds)
+    return "waited"
 
 async def main():
     model = ScriptedModel([{{"tool_calls": [{{"name": "wait", "arguments": {{"seconds": 600}}}}]}}, "done"])
@@ -296,10 +300,9 @@ def test_an_interrupted_command_ends_cancelled_and_goes_on(tmp_path, session_id,
 
 
 @pytest.mark.usefixtures("prefect_server")
-def test_a_python_program_interrupted_by_ctrl_c_ends_cancelled(tmp_path, session_id, capsys):
-    (tmp_path / "slow_tools.py").write_text(SLOW_TOOL)
+def test_a_python_program_interrupted_by_ctrl_c_ends_cancelled(tmp_path, session_id):
     program = tmp_path / "program.py"
-    program.write_text(PROGRAM.format(folder=str(tmp_path), session=session_id))
+    program.write_text(PROGRAM.format(session=session_id))
     run = _start([sys.executable, str(program)], tmp_path, dict(os.environ))
     _in_its_tool(run, session_id)
     os.killpg(run.pid, signal.SIGINT)
