@@ -1302,4 +1302,7 @@ def crashed_not_beating(session_id: str, seconds: float, found_by: str) -> str:
 
 
 def cancelled_by_signal(session_id: str, signal_name: str) -> str:
-    return f'nexusflow: session "{session_id}": interrupted by {signal_name}; it goes on from its finished steps when run again'
+    return (
+        f'nexusflow: session "{session_id}": interrupted by {signal_name};'
+        " it goes on from its finished steps when run again"
+    )

@@ -114,7 +114,7 @@ async def interruptible(session_id: str, flow_run_id: str) -> AsyncIterator[None
         yield
         return
     loop = asyncio.get_running_loop()
-    before = {number: signal.getsignal(number) for number in SIGNALS}
+    before: dict[int, Any] = {number: signal.getsignal(number) for number in SIGNALS}
 
     def handler(number: int, frame: FrameType | None) -> Any:
         global _caught
