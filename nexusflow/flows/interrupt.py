@@ -159,6 +159,8 @@ async def settle(raised: BaseException, nested: bool) -> BaseException:
     global _caught
     interrupted = _caught
     assert interrupted is not None
+    if nested:  # a sub-agent's run: the outermost one settles, once its own engine has cancelled it
+        return raised
     message = cancelled_by_signal(interrupted.session_id, signal.Signals(interrupted.signal).name)
     with anyio.CancelScope(shield=True):
         try:
@@ -166,8 +168,6 @@ async def settle(raised: BaseException, nested: bool) -> BaseException:
                 await _cancelled(UUID(interrupted.flow_run_id), message)
         except Exception as exc:
             logger.warning("could not mark flow run %s Cancelled: %s", interrupted.flow_run_id, describe(exc))
-    if nested:
-        return raised
     if interrupted.owns_intent:
         control_listener.clear_intent()
     _caught = None
