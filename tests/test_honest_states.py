@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,11 +68,13 @@ def _until(session_id: str, check: Callable[[list[dict[str, Any]]], bool]) -> li
     return found
 
 
-def _holder(session_id: str, logs: Path, gate: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+def _holder(
+    session_id: str, logs: Path, gate: Path, env: dict[str, str], prefix: tuple[str, ...] = ()
+) -> subprocess.Popen[str]:
     """A run that holds its session while its tool (``charge``, in turn 0) waits for ``gate``."""
     logs.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, str(HELPERS / "durable_run.py"), session_id, str(logs), "--hold-until", str(gate)],
+        [*prefix, sys.executable, str(HELPERS / "durable_run.py"), session_id, str(logs), "--hold-until", str(gate)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -130,6 +133,28 @@ def test_a_killed_run_is_crashed_by_the_take_over_on_a_server(tmp_path, session_
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert f"flow run agent-{session_id} ({first['id']}): Crashed" in shown.stdout
     assert "Running" not in shown.stdout
+
+
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare (util-linux) is not installed")
+def test_a_killed_holder_elsewhere_is_crashed_by_the_take_over_once_it_stops_beating(tmp_path, session_id):
+    """A holder that looks like another machine's (a PID namespace of its own: its process
+    cannot be looked up here) is taken over once its heartbeat stood still, and its run is
+    marked Crashed saying so."""
+    gate = tmp_path / "gate"
+    holder = _holder(session_id, tmp_path / "held", gate, dict(os.environ), ("unshare", "--pid", "--fork"))
+    _until(session_id, lambda runs: runs[-1]["tasks"].get("tool-0-charge") == "RUNNING")
+    _killed(holder)
+    gate.touch()
+    again = _rerun(session_id, tmp_path / "again", dict(os.environ))
+    assert again.returncode == 0 and '"completed"' in again.stdout.splitlines()[-1], again.stderr[-3000:]
+    first, _ = _until(session_id, lambda runs: len(runs) == 2 and "RUNNING" not in runs[0]["tasks"].values())
+    assert first["state"] == "CRASHED", first
+    assert re.match(
+        rf'^nexusflow: session "{re.escape(session_id)}": its run has not beaten for \d+s; found by the take-over$',
+        first["message"] or "",
+    ), first["message"]
+    assert first["tasks"]["tool-0-charge"] == "CRASHED", first["tasks"]
 
 
 @pytest.mark.usefixtures("prefect_server")
