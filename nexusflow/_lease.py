@@ -128,14 +128,13 @@ async def mark_crashed(client: PrefectClient, dead: Mapping[str, str]) -> None:
     automation. Only runs still RUNNING or PENDING (read first: a final state is never
     overridden, so a second look changes nothing), task runs before their flow run (a mark
     cut short is finished by the next look). Quiet and bounded: a failure is one warning."""
-    ids = [uuid.UUID(run) for run in dead if run]
-    if not ids:
+    if not any(dead):
         return
     try:
         with anyio.fail_after(MARK_WITHIN):
-            await _mark_crashed(client, ids, dead)
+            await _mark_crashed(client, [uuid.UUID(run) for run in dead if run], dead)
     except Exception as exc:
-        logger.warning("could not mark flow run %s Crashed: %s", ", ".join(map(str, ids)), describe(exc))
+        logger.warning("could not mark flow run %s Crashed: %s", ", ".join(dead), describe(exc))
 
 
 async def _mark_crashed(client: PrefectClient, ids: list[uuid.UUID], dead: Mapping[str, str]) -> None:
