@@ -88,7 +88,9 @@ def armed(outermost: bool) -> Iterator[None]:
 
 class _InterruptIsNoCrash(logging.Filter):
     """While an interrupt ends the run, Prefect's ``Crash detected!`` lines go (the run is
-    cancelled, not crashed) and its ``Finished in state ...`` lines are INFO."""
+    cancelled, not crashed), and its ``Finished in state ...`` lines and the toolkit's word
+    on a sync tool left running in its thread are INFO: the user stopped the run, and the
+    command says how to go on in one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if _caught is None or record.levelno <= logging.INFO:
@@ -96,7 +98,7 @@ class _InterruptIsNoCrash(logging.Filter):
         text = str(record.msg)
         if text.startswith("Crash detected!"):
             return False
-        if text.startswith("Finished in state "):
+        if text.startswith(("Finished in state ", 'tool "%s" was cancelled')):
             record.levelno, record.levelname = logging.INFO, "INFO"
         return True
 
@@ -131,7 +133,7 @@ async def interruptible(session_id: str, flow_run_id: str) -> AsyncIterator[None
         task.cancel()
         loop.call_soon_threadsafe(lambda: None)
 
-    for name in ("prefect.flow_runs", "prefect.task_runs"):
+    for name in ("prefect.flow_runs", "prefect.task_runs", "nexusflow.toolkit"):
         logging.getLogger(name).addFilter(_filter)  # adding it twice is a no-op
     for number in SIGNALS:
         signal.signal(number, handler)
