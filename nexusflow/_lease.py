@@ -72,11 +72,17 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
     started = time.monotonic()
     watch = Watch()
     free = True  # a session is free on most runs: its lock is created at once, without a read
+    # The runs of the dead holders this contender took the lock from: marked Crashed once it
+    # tried to take the lock, not in between (where a second contender would get it first).
+    crashed: dict[str, str] = {}
     while True:
         if time.monotonic() - started >= GIVE_UP_AFTER:
             raise SessionLockError(session_id, name, GIVE_UP_AFTER)
         if free:
             created = await create(client, name)
+            if crashed:
+                await mark_crashed(client, crashed)
+                crashed = {}
             if created is not None:
                 return created
         lock = await held(client, name)
@@ -97,8 +103,7 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
             )
             free = await delete(client, lock.id)
             if free:
-                message = crashed_process_died(session_id, beat.process.pid, "the take-over")
-                await mark_crashed(client, {beat.flow_run_id: message})
+                crashed[beat.flow_run_id] = crashed_process_died(session_id, beat.process.pid, "the take-over")
             continue
         verdict = watch.verdict(lock.id, beat)
         if verdict == "alive" and beat is not None:
@@ -115,8 +120,8 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
             )
             free = await delete(client, lock.id)
             if free and isinstance(seen, Heartbeat) and ours:
-                message = crashed_not_beating(session_id, time.monotonic() - watch.since, "the take-over")
-                await mark_crashed(client, {seen.flow_run_id: message})
+                silent = time.monotonic() - watch.since
+                crashed[seen.flow_run_id] = crashed_not_beating(session_id, silent, "the take-over")
             continue
         await anyio.sleep(_locks.BEAT_SECONDS / 2)
 
