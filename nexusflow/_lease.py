@@ -66,23 +66,29 @@ def lock_name(session_id: str) -> str:
     return f"{LOCK_PREFIX}{digest(session_id)}"
 
 
-async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_id: str) -> Taken:
-    """The lock this run created; ``SessionBusyError`` while a live run holds it."""
+async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_id: str) -> tuple[Taken, dict[str, str]]:
+    """The lock this run created, and the runs of the dead holders it took the lock from (to
+    mark ``Crashed`` once it beats: marking before would hold up its first beat, and a
+    contender that waits for it would take it for dead); ``SessionBusyError`` while a live
+    run holds it (a refused contender marks the runs it found dead itself)."""
+    crashed: dict[str, str] = {}
+    try:
+        return await _take(client, storage, session_id, crashed), crashed
+    except (SessionBusyError, SessionLockError):
+        await mark_crashed(client, crashed)
+        raise
+
+
+async def _take(client: PrefectClient, storage: WritableFileSystem, session_id: str, crashed: dict[str, str]) -> Taken:
     name = lock_name(session_id)
     started = time.monotonic()
     watch = Watch()
     free = True  # a session is free on most runs: its lock is created at once, without a read
-    # The runs of the dead holders this contender took the lock from: marked Crashed once it
-    # tried to take the lock, not in between (where a second contender would get it first).
-    crashed: dict[str, str] = {}
     while True:
         if time.monotonic() - started >= GIVE_UP_AFTER:
             raise SessionLockError(session_id, name, GIVE_UP_AFTER)
         if free:
             created = await create(client, name)
-            if crashed:
-                await mark_crashed(client, crashed)
-                crashed = {}
             if created is not None:
                 return created
         lock = await held(client, name)
@@ -183,13 +189,14 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[Sess
     side by side (a lost lock cancels the body, which may be inside a long step)."""
     storage = await step_storage()
     async with get_client() as client:
-        taken = await _acquire(client, storage, session_id)
+        taken, crashed = await _acquire(client, storage, session_id)
         lock_id = taken.id
         try:
             first = Heartbeat(session_id=session_id, flow_run_id=flow_run_id, beat=0, at=time.time())
             lease = Lease(client, storage, lock_name(session_id), _where(session_id), first, taken)
             with holding(session_id), anyio.CancelScope() as stopped:
                 async with beating(lease, stopped.cancel):
+                    await mark_crashed(client, crashed)  # no request unless it took over
                     yield SessionLease(session_id, lease)
             lost = await lease.lost() if stopped.cancelled_caught else None
             if lost is not None:
