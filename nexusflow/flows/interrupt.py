@@ -120,8 +120,11 @@ async def interruptible(session_id: str, flow_run_id: str) -> AsyncIterator[None
 
     def handler(number: int, frame: FrameType | None) -> Any:
         global _caught
-        if _caught is not None:  # a second signal: what it did before
-            _restore(before)
+        if _caught is not None or not installed or task.done():
+            # A second signal, or a handler left behind (runs side by side restore each
+            # other's handlers in any order): what the signal does without nexusflow.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             if number == signal.SIGINT:
                 raise KeyboardInterrupt
             os.kill(os.getpid(), number)
@@ -137,11 +140,11 @@ async def interruptible(session_id: str, flow_run_id: str) -> AsyncIterator[None
         logging.getLogger(name).addFilter(_filter)  # adding it twice is a no-op
     for number in SIGNALS:
         signal.signal(number, handler)
-    _installed = True
+    _installed = installed = True
     try:
         yield
     finally:
-        _installed = False
+        _installed = installed = False
         if _caught is None:
             _restore(before)
         # else: ``settle`` restores them, once the flow run's state is recorded
