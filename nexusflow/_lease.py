@@ -7,19 +7,38 @@ taken over stops before its next step (``SessionTakenOverError``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import anyio
 from prefect.client.orchestration import PrefectClient, get_client
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+    TaskRunFilter,
+    TaskRunFilterState,
+    TaskRunFilterStateType,
+)
+from prefect.client.schemas.objects import StateType
 from prefect.filesystems import WritableFileSystem
+from prefect.states import Crashed
 
 from . import _locks
 from ._digest import digest
 from ._locks import Beat, Lease, Taken, Watch, beating, create, dead, delete, free_by, held, let_go, released
 from ._secrets import get_logger
 from ._storage import holding, read_record, step_storage
-from .errors import SessionBusyError, SessionLockError, SessionTakenOverError
+from .errors import (
+    SessionBusyError,
+    SessionLockError,
+    SessionTakenOverError,
+    crashed_not_beating,
+    crashed_process_died,
+    describe,
+)
 
 logger = get_logger("nexusflow.session")
 
@@ -28,6 +47,12 @@ GIVE_UP_AFTER = 30.0
 fails with ``SessionLockError``: time for three take-overs in a row."""
 
 LOCK_PREFIX = "nexusflow-session-"
+
+MARK_WITHIN = 10.0
+"""Seconds that marking a dead holder's flow run ``Crashed`` may take (a handful of requests)
+before it is given up with a warning: it never holds up, nor fails, what found it dead."""
+UNFINISHED = [StateType.RUNNING, StateType.PENDING]
+"""The states of a dead holder's runs that are marked ``Crashed``; a final state stays."""
 
 
 class Heartbeat(Beat):
@@ -41,8 +66,20 @@ def lock_name(session_id: str) -> str:
     return f"{LOCK_PREFIX}{digest(session_id)}"
 
 
-async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_id: str) -> Taken:
-    """The lock this run created; ``SessionBusyError`` while a live run holds it."""
+async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_id: str) -> tuple[Taken, dict[str, str]]:
+    """The lock this run created, and the runs of the dead holders it took the lock from (to
+    mark ``Crashed`` once it beats: marking before would hold up its first beat, and a
+    contender that waits for it would take it for dead); ``SessionBusyError`` while a live
+    run holds it (a refused contender marks the runs it found dead itself)."""
+    crashed: dict[str, str] = {}
+    try:
+        return await _take(client, storage, session_id, crashed), crashed
+    except (SessionBusyError, SessionLockError):
+        await mark_crashed(client, crashed)
+        raise
+
+
+async def _take(client: PrefectClient, storage: WritableFileSystem, session_id: str, crashed: dict[str, str]) -> Taken:
     name = lock_name(session_id)
     started = time.monotonic()
     watch = Watch()
@@ -74,6 +111,8 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
                 beat.process.pid,
             )
             free = await delete(client, lock.id)
+            if free:
+                crashed[beat.flow_run_id] = crashed_process_died(session_id, beat.process.pid, "the take-over")
             continue
         verdict = watch.verdict(lock.id, beat)
         if verdict == "alive" and beat is not None:
@@ -89,8 +128,47 @@ async def _acquire(client: PrefectClient, storage: WritableFileSystem, session_i
                 time.monotonic() - watch.since,
             )
             free = await delete(client, lock.id)
+            if free and isinstance(seen, Heartbeat) and ours:
+                silent = time.monotonic() - watch.since
+                crashed[seen.flow_run_id] = crashed_not_beating(session_id, silent, "the take-over")
             continue
         await anyio.sleep(_locks.BEAT_SECONDS / 2)
+
+
+async def mark_crashed(client: PrefectClient, dead: Mapping[str, str]) -> None:
+    """Mark the flow runs of holders found dead (flow run id -> the pinned message saying
+    who and how), and their task runs in flight, ``Crashed``: Prefect's open-source server
+    never learns that a process died, and a run left RUNNING misleads every dashboard and
+    automation. Only runs still RUNNING or PENDING (read first: a final state is never
+    overridden, so a second look changes nothing), task runs before their flow run (a mark
+    cut short is finished by the next look). Quiet and bounded: a failure is one warning."""
+    if not any(dead):
+        return
+    try:
+        with anyio.fail_after(MARK_WITHIN):
+            await _mark_crashed(client, [uuid.UUID(run) for run in dead if run], dead)
+    except Exception as exc:
+        logger.warning("could not mark flow run %s Crashed: %s", ", ".join(dead), describe(exc))
+
+
+async def _mark_crashed(client: PrefectClient, ids: list[uuid.UUID], dead: Mapping[str, str]) -> None:
+    unfinished = await client.read_flow_runs(
+        flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=ids), state=FlowRunFilterState(type=FlowRunFilterStateType(any_=UNFINISHED))
+        )
+    )
+    if not unfinished:
+        return
+    in_flight = await client.read_task_runs(
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id for run in unfinished])),
+        task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=UNFINISHED))),
+    )
+    for task_run in in_flight:
+        if task_run.flow_run_id is not None:
+            message = dead[str(task_run.flow_run_id)]
+            await client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
+    for run in unfinished:
+        await client.set_flow_run_state(run.id, Crashed(message=dead[str(run.id)]), force=True)
 
 
 class SessionLease:
@@ -114,7 +192,7 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[Sess
     side by side (a lost lock cancels the body, which may be inside a long step)."""
     storage = await step_storage()
     async with get_client() as client:
-        taken = await _acquire(client, storage, session_id)
+        taken, crashed = await _acquire(client, storage, session_id)
         lock_id = taken.id
         lease: Lease | None = None
         try:
@@ -122,6 +200,7 @@ async def session_lease(session_id: str, flow_run_id: str) -> AsyncIterator[Sess
             lease = Lease(client, storage, lock_name(session_id), _where(session_id), first, taken)
             with holding(session_id), anyio.CancelScope() as stopped:
                 async with beating(lease, stopped.cancel):
+                    await mark_crashed(client, crashed)  # no request unless it took over
                     yield SessionLease(session_id, lease)
             lost = await lease.lost() if stopped.cancelled_caught else None
             if lost is not None:

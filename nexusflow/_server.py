@@ -188,7 +188,12 @@ def _own_port() -> None:
 def _run_watched_uvicorn(server: object) -> subprocess.Popen[bytes]:
     """Prefect's command for its embedded server (``SubprocessASGIServer._run_uvicorn_command``,
     3.9.1: the same arguments and environment), run under ``python -m nexusflow._server
-    PARENT``, which ends the server when this process dies, however it dies (see ``watch``)."""
+    PARENT``, which ends the server when this process dies, however it dies (see ``watch``).
+
+    In a session of its own: a terminal's Ctrl-C (SIGINT to the whole foreground process
+    group) stops the command, which still needs its server to record how its run ended; a
+    server stopped by the same keypress left the command retrying for minutes. It still ends
+    with this process (``watch``), and Prefect stops it at a normal exit."""
     import prefect
     from prefect.settings import get_current_settings
 
@@ -213,6 +218,7 @@ def _run_watched_uvicorn(server: object) -> subprocess.Popen[bytes]:
             "on",
         ],
         env={**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)},
+        start_new_session=True,
     )
 
 

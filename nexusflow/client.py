@@ -38,7 +38,7 @@ from .errors import (
     unwrap,
 )
 from .events import Emit, RunFinished, StreamEvent
-from .flows import agent_run, agent_run_storing_in
+from .flows import agent_run, agent_run_storing_in, interrupt
 from .flows.agent import preview
 from .memory import (
     ConversationStore,
@@ -414,15 +414,21 @@ class Client(Generic[OutputT]):
         async with _committed_as_they_finish():
             if subflow:
                 started = agent_run_storing_in(await step_storage())
+                outermost = FlowRunContext.get() is None
                 async with run_clients():
-                    with _its_own_result_setting():
-                        outcome = await started(
-                            session_id=session_id,
-                            prompt=preview(record.prompt),
-                            inputs=reference,
-                            live=live,
-                            return_state=True,
-                        )
+                    with _its_own_result_setting(), interrupt.armed(outermost):
+                        try:
+                            outcome = await started(
+                                session_id=session_id,
+                                prompt=preview(record.prompt),
+                                inputs=reference,
+                                live=live,
+                                return_state=True,
+                            )
+                        except BaseException as exc:
+                            if interrupt.caught() is None:
+                                raise
+                            raise await interrupt.settle(exc, nested=not outermost) from None
                     await live.finished()
                 result = await self._result(outcome, session_id)
             else:

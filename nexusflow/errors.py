@@ -1352,3 +1352,20 @@ def alerts_bad_bound(name: str, value: object, shortest: timedelta, longest: tim
         f" (30s, 15m, 2h), not {value!r}",
         name,
     )
+
+
+# Honest states (issue 42): the messages a run's Prefect state carries when nexusflow, not
+# Prefect's engine, ends it.
+def crashed_process_died(session_id: str, pid: int, found_by: str) -> str:
+    return f'nexusflow: session "{session_id}": its process {pid} on this machine died; found by {found_by}'
+
+
+def crashed_not_beating(session_id: str, seconds: float, found_by: str) -> str:
+    return f'nexusflow: session "{session_id}": its run has not beaten for {seconds:.0f}s; found by {found_by}'
+
+
+def cancelled_by_signal(session_id: str, signal_name: str) -> str:
+    return (
+        f'nexusflow: session "{session_id}": interrupted by {signal_name};'
+        " it goes on from its finished steps when run again"
+    )

@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from ._artifact_keys import keys_of
 from ._checks import check_session_id
-from ._lease import Heartbeat, lock_name
+from ._lease import Heartbeat, lock_name, mark_crashed
 from ._locks import STALE_AFTER, dead, delete, held, held_now, released
 from ._retry import api_retrying
 from ._server import use_server
@@ -38,6 +38,8 @@ from ._storage_tree import children, delete_record, delete_tree, files
 from .errors import (
     SessionLiveError,
     argument_wrong,
+    crashed_not_beating,
+    crashed_process_died,
     sessions_bad_duration,
     sessions_bad_state,
     sessions_duration_too_long,
@@ -117,22 +119,34 @@ def states(given: Iterable[str]) -> set[State]:
     return chosen
 
 
-async def _alive(client: PrefectClient, session_id: str, beat: Heartbeat | None) -> bool:
+async def _alive(client: PrefectClient, session_id: str, beat: Heartbeat | None) -> tuple[bool, str | None]:
     """Whether a run holds the session and lives, judged on the Prefect server's clock (the
     holder stamps its beats with it) or, on this machine, by its process: never by comparing
-    this machine's clock with the holder's (``_liveness``). A lock nobody holds means no run."""
+    this machine's clock with the holder's (``_liveness``). A lock nobody holds means no run.
+    With it, for a holder proven dead (its process gone, or its own beats stale), the pinned
+    message its flow run is marked ``Crashed`` with; a lock gone proves nothing of the kind
+    (its run may have just ended)."""
     lock, now = await held_now(client, lock_name(session_id))
     if lock is None:
-        return False
-    if dead(lock.id, beat) or released(lock.id, beat):
-        return False
+        return False, None
+    if released(lock.id, beat):  # its holder let go; only the delete failed
+        return False, None
+    if dead(lock.id, beat):
+        assert beat is not None and beat.process is not None
+        return False, crashed_process_died(session_id, beat.process.pid, FOUND_BY)
     if beat is None or beat.lock_id != str(lock.id):  # its holder took it and has not beaten yet
         taken = lock.created.timestamp() if lock.created is not None else None
-        return now is None or taken is None or now - taken < STALE_AFTER + _DATE_RESOLUTION
+        return now is None or taken is None or now - taken < STALE_AFTER + _DATE_RESOLUTION, None
     if beat.served_at is not None and now is not None:
-        return now - beat.served_at < STALE_AFTER + _DATE_RESOLUTION
-    return beat.at is not None and time.time() - beat.at < STALE_AFTER  # a beat of an earlier nexusflow
+        silent = now - beat.served_at
+        if silent < STALE_AFTER + _DATE_RESOLUTION:
+            return True, None
+        return False, crashed_not_beating(session_id, silent, FOUND_BY)
+    return beat.at is not None and time.time() - beat.at < STALE_AFTER, None  # a beat of an earlier nexusflow
 
+
+FOUND_BY = "nexusflow sessions"
+"""Who finds a dead holder while listing sessions (the command, or ``list_sessions``)."""
 
 _DATE_RESOLUTION = 1.0
 """The server's ``Date`` is to the second: a beat is taken for alive for a second longer."""
@@ -159,7 +173,9 @@ async def _info(session_id: str, client: PrefectClient) -> SessionInfo | None:
     if status is None and beat is None:
         return None  # a session of an earlier nexusflow, or records without a run
     if status is None or status.state == "running":
-        alive = await _alive(client, session_id, beat)
+        alive, died = await _alive(client, session_id, beat)
+        if died is not None and beat is not None:
+            await mark_crashed(client, {beat.flow_run_id: died})
         stamp = beat.served_at or beat.at if beat is not None else None
         last = datetime.fromtimestamp(stamp, UTC) if stamp else None
         turns, calls = await _stored(session_id)

@@ -30,6 +30,8 @@ from ..errors import (
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + 15
+"""SIGTERM ended the run (Cancelled, resumable), as a shell reports a process SIGTERM ended."""
 EXIT_PENDING = 3
 EXIT_PIPE_CLOSED = 128 + 13
 """What a shell reports for a program that SIGPIPE stopped: the reader (``| head``) left."""
@@ -116,7 +118,7 @@ def _one_line(error: CycloptsError) -> str:
     return " ".join(str(error).split())
 
 
-def _leave_busy_threads() -> None:
+def _leave_busy_threads(status: int = EXIT_INTERRUPTED) -> None:
     """After Ctrl-C, exit without waiting for a sync tool still running in a worker thread.
 
     Python cannot stop such a thread, and the interpreter would wait for it at exit for as long
@@ -128,7 +130,7 @@ def _leave_busy_threads() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     atexit._run_exitfuncs()
-    os._exit(EXIT_INTERRUPTED)
+    os._exit(status)
 
 
 DEBUG = "--debug"
@@ -184,6 +186,11 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         _leave_busy_threads()
         return EXIT_INTERRUPTED  # what a shell reports for SIGINT; the run said how to go on
+    except SystemExit as exc:
+        if exc.code != EXIT_TERMINATED:
+            raise
+        _leave_busy_threads(EXIT_TERMINATED)  # SIGTERM cancelled the run; it said how to go on
+        return EXIT_TERMINATED
     except (UsageError, ArgumentError) as exc:  # a bad flag, or a bad NEXUSFLOW_* setting
         print(f"nexusflow: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -64,6 +64,7 @@ from ..transports import ModelTransport, SessionTransport
 from ..transports.fallback import Fallbacks
 from ..waits import waiting_is_no_error
 from . import notify, quiet
+from .interrupt import interruptible
 from .loop import LoopState, drive, opening_messages
 from .quota import reset_of, wait_until
 from .report import Progress, publish
@@ -206,7 +207,7 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
         return value, replayed
 
     try:
-        async with session_lease(session_id, run_id) as lease:
+        async with session_lease(session_id, run_id) as lease, interruptible(session_id, run_id):
             holding = True
             await _take(session_id, run_id, inputs, live)
             try:
