@@ -384,3 +384,40 @@ def test_ctrl_c_on_the_embedded_default_never_hangs_and_leaves_no_server(tmp_pat
                 os.killpg(run.pid, signal.SIGKILL)
                 run.wait()
         _no_process_of(home)
+
+
+STEP_RECORDS = 7
+"""``durable_run.py``'s run stores seven steps: three turns and four tool calls."""
+
+
+@pytest.mark.parametrize("boundary", range(1, STEP_RECORDS + 1))
+def test_a_run_killed_at_each_step_boundary_on_the_embedded_default_leaves_nothing_and_reads_crashed(
+    tmp_path, session_id, boundary
+):
+    """SIGKILL of the run's own process (not its group) right after its ``boundary``-th step
+    is stored: within a bounded time no process of its home remains (its embedded server, its
+    CLI-less tools), the rerun completes, and the killed flow run reads ``Crashed``."""
+    home = tmp_path / "home"
+    env = _embedded(home)
+    logs = tmp_path / "killed"
+    logs.mkdir()
+    killed = subprocess.run(
+        [sys.executable, str(HELPERS / "durable_run.py"), session_id, str(logs), "--kill-after", str(boundary)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    _no_process_of(home)
+    again = _rerun(session_id, tmp_path / "again", env)
+    assert again.returncode == 0 and '"completed"' in again.stdout.splitlines()[-1], again.stderr[-3000:]
+    read = subprocess.run(
+        [sys.executable, str(STATES), session_id], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert read.returncode == 0, read.stderr[-3000:]
+    first, second = json.loads(read.stdout)
+    assert second["state"] == "COMPLETED", second
+    assert first["state"] == "CRASHED", first
+    assert "RUNNING" not in first["tasks"].values(), first["tasks"]
+    _no_process_of(home)
