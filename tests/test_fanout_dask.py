@@ -152,6 +152,7 @@ async def agent_runs(name_part: str) -> list:
         return await client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(like_=name_part)))
 
 
+@pytest.mark.timeout(600, func_only=True)  # a worker took minutes to take its first member under load (CI48)
 @pytest.mark.usefixtures("unbounded_start")
 async def test_members_run_on_worker_processes_in_task_runs_of_their_own(runner, cluster, session_id, tmp_path):
     """Four members on two one-thread workers: two run at once, two wait for a free worker."""
@@ -178,6 +179,7 @@ async def test_members_run_on_worker_processes_in_task_runs_of_their_own(runner,
     assert None not in parents and len(parents) == 4, "each member's flow run is nested in a task run of its own"
 
 
+@pytest.mark.timeout(600, func_only=True)  # a worker took minutes to take its first member under load (CI48)
 @pytest.mark.usefixtures("unbounded_start")
 async def test_a_users_own_task_map_of_agent_runs(runner, cluster, session_id, tmp_path):
     calls = tmp_path / "calls"

@@ -201,6 +201,7 @@ def _embedded(home: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.xdist_group("heavy")  # starts embedded servers of its own, one after another
 def test_a_killed_run_is_crashed_by_the_take_over_on_the_embedded_default(tmp_path, session_id):
     home = tmp_path / "home"
     env = _embedded(home)
@@ -348,6 +349,7 @@ def test_a_python_program_interrupted_by_ctrl_c_ends_cancelled(tmp_path, session
     _interrupted_is_cancelled(session_id, "SIGINT", err)
 
 
+@pytest.mark.xdist_group("heavy")  # starts embedded servers of its own, one after another
 def test_ctrl_c_on_the_embedded_default_never_hangs_and_leaves_no_server(tmp_path, session_id):
     """Three times: SIGINT to the command's process group (its embedded server's too, on
     d56091b) while its tool runs; each time the command exits 130 and no process of its home
@@ -390,6 +392,7 @@ STEP_RECORDS = 7
 """``durable_run.py``'s run stores seven steps: three turns and four tool calls."""
 
 
+@pytest.mark.xdist_group("heavy")  # starts embedded servers of its own, one after another
 @pytest.mark.parametrize("boundary", range(1, STEP_RECORDS + 1))
 def test_a_run_killed_at_each_step_boundary_on_the_embedded_default_leaves_nothing_and_reads_crashed(
     tmp_path, session_id, boundary
