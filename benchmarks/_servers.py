@@ -1,6 +1,6 @@
 """Servers for the benchmarks, on loopback, in temp homes: a ``prefect server start`` on
 SQLite or on a throwaway PostgreSQL cluster, started by the same code as the tests' servers
-(tests/helpers/servers.py), and the CPU the servers spend.
+(tests/support/helpers/servers.py), and the CPU the servers spend.
 
 Every process is started in its own session (``start_new_session``), so stopping it stops
 its children; its CPU is the sum over its process tree (``tree_cpu``).
@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from helpers.servers import (
     free_port,
     http_ok,
@@ -166,7 +166,7 @@ S3_BLOCK = "s3-bucket/nexusflow-results"
 
 @dataclass
 class S3Topology:
-    """tests/topology.py's servers without its work pool: a Prefect server on PostgreSQL and
+    """tests/support/topology.py's servers without its work pool: a Prefect server on PostgreSQL and
     moto's S3 server, whose bucket ``results`` is the saved ``S3Bucket`` block the runs
     store their results in (``env``)."""
 

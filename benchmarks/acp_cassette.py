@@ -2,7 +2,7 @@
 
     python benchmarks/acp_cassette.py [--turns 20] [--tool-calls 20]
 
-(a) N turns over one warm ACP session of the scripted agent (tests/helpers/acp_agent.py),
+(a) N turns over one warm ACP session of the scripted agent (tests/support/helpers/acp_agent.py),
 no cassette: the baseline; (b) the same session recorded to a cassette; (c) the same N turns
 replayed from it, no process; per-turn time of each and the ratios to the baseline (a turn
 has a floor: the transport waits 20 ms of quiet for late updates). Then the last turn, which
@@ -28,7 +28,7 @@ from nexusflow import AcpLaunch, CliStyle, ModelRequest, Toolkit, tool
 from nexusflow.testing import Cassette
 from nexusflow.transports.acp.transport import AcpConfig, AcpTransport
 
-AGENT = Path(__file__).parent.parent / "tests" / "helpers" / "acp_agent.py"
+AGENT = Path(__file__).parent.parent / "tests" / "support" / "helpers" / "acp_agent.py"
 
 
 @tool

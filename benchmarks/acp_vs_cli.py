@@ -26,7 +26,7 @@ from nexusflow import AcpLaunch, CliStyle, ModelRequest, Toolkit, tool
 from nexusflow.transports.acp.transport import AcpConfig, AcpTransport
 from nexusflow.transports.oneshot import CliConfig, CliTransport
 
-AGENT = Path(__file__).parent.parent / "tests" / "helpers" / "acp_agent.py"
+AGENT = Path(__file__).parent.parent / "tests" / "support" / "helpers" / "acp_agent.py"
 
 
 @tool

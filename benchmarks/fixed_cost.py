@@ -117,7 +117,7 @@ class Without:
 
     @contextmanager
     def patched(self) -> Iterator[None]:
-        agent = sys.modules["nexusflow.flows.agent"]
+        agent = sys.modules["nexusflow.flows.run"]
         attribute = "session_lease" if self.what == "no-lease" else "publish"
         if not self.running:
             self.saved = getattr(agent, attribute)

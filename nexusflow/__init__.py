@@ -6,286 +6,194 @@ from importlib import import_module
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+# What a type checker sees of the names loaded on first use below: `X as X` exports each
+# one to a strict checker; tests/offline/test_package.py keeps them to _PUBLIC.
 if TYPE_CHECKING:
-    from ._server import choose_server
-    from .alerts import (
-        Alert,
-        install_alerts,
-        install_alerts_sync,
-        list_alerts,
-        list_alerts_sync,
-        remove_alerts,
-        remove_alerts_sync,
-    )
-    from .cli_client import create_cli_client
-    from .client import Client, create_in_process_client
-    from .compose import AgentTool
-    from .errors import (
-        AcpError,
-        AlertsError,
-        AuthRequired,
-        BudgetExceeded,
-        CassetteError,
-        CassetteExportError,
-        CassetteMismatch,
-        CliError,
-        HookError,
-        MaxTurnsExceeded,
-        McpServerError,
-        MissingVariableError,
-        ModelError,
-        NexusflowError,
-        OutputError,
-        QuotaExhausted,
-        ResumeError,
-        SessionIdError,
-        SessionLiveError,
-        SubscriptionLimitError,
-        ToolkitError,
-        TransientError,
-    )
-    from .events import RunFinished, StreamEvent, TextChunk, ThoughtChunk, ToolCallFinished, ToolCallStarted
-    from .flows import agent_run
-    from .memory import ConversationStore, LocalConversationStore, StorageConversationStore
-    from .messages import (
-        Answer,
-        AssistantMessage,
-        Message,
-        ModelReply,
-        ModelRequest,
-        Request,
-        RunMetrics,
-        RunResult,
-        SystemMessage,
-        ToolCall,
-        ToolMessage,
-        ToolResult,
-        ToolSpec,
-        TurnStats,
-        Usage,
-        UserMessage,
-    )
-    from .options import ClientOptions
-    from .policies import ToolPolicy
-    from .sessions import (
-        Forgotten,
-        SessionInfo,
-        forget_session,
-        forget_session_sync,
-        list_sessions,
-        list_sessions_sync,
-        prune_sessions,
-        prune_sessions_sync,
-    )
-    from .subscription import SubscriptionLimit
-    from .suspension import Suspended, Suspension, current_answer, suspend
-    from .task_config import StepOptions, TaskConfig
-    from .tasks.keys import POSITIONAL_KEY, PositionalKey
+    from ._prefect.server import choose_server as choose_server
+    from .cli_client import create_cli_client as create_cli_client
+    from .client import Client as Client
+    from .client import create_in_process_client as create_in_process_client
+    from .compose import AgentTool as AgentTool
+    from .config.options import ClientOptions as ClientOptions
+    from .config.policies import ToolPolicy as ToolPolicy
+    from .config.subscription import SubscriptionLimit as SubscriptionLimit
+    from .config.task_config import StepOptions as StepOptions
+    from .config.task_config import TaskConfig as TaskConfig
+    from .config.waits import AnswerForm as AnswerForm
+    from .config.waits import DeploymentSuspension as DeploymentSuspension
+    from .config.waits import EventWait as EventWait
+    from .config.waits import Polling as Polling
+    from .config.waits import PrefectPause as PrefectPause
+    from .config.waits import answer_flow_run as answer_flow_run
+    from .errors import AcpError as AcpError
+    from .errors import AlertsError as AlertsError
+    from .errors import AuthRequired as AuthRequired
+    from .errors import BudgetExceeded as BudgetExceeded
+    from .errors import CassetteError as CassetteError
+    from .errors import CassetteExportError as CassetteExportError
+    from .errors import CassetteMismatch as CassetteMismatch
+    from .errors import CliError as CliError
+    from .errors import HookError as HookError
+    from .errors import MaxTurnsExceeded as MaxTurnsExceeded
+    from .errors import McpServerError as McpServerError
+    from .errors import MissingVariableError as MissingVariableError
+    from .errors import ModelError as ModelError
+    from .errors import NexusflowError as NexusflowError
+    from .errors import OutputError as OutputError
+    from .errors import QuotaExhausted as QuotaExhausted
+    from .errors import ResumeError as ResumeError
+    from .errors import SessionIdError as SessionIdError
+    from .errors import SessionLiveError as SessionLiveError
+    from .errors import SubscriptionLimitError as SubscriptionLimitError
+    from .errors import ToolkitError as ToolkitError
+    from .errors import TransientError as TransientError
+    from .flows import agent_run as agent_run
+    from .messages import Answer as Answer
+    from .messages import AssistantMessage as AssistantMessage
+    from .messages import Message as Message
+    from .messages import ModelReply as ModelReply
+    from .messages import ModelRequest as ModelRequest
+    from .messages import Request as Request
+    from .messages import RunMetrics as RunMetrics
+    from .messages import RunResult as RunResult
+    from .messages import SystemMessage as SystemMessage
+    from .messages import ToolCall as ToolCall
+    from .messages import ToolMessage as ToolMessage
+    from .messages import ToolResult as ToolResult
+    from .messages import ToolSpec as ToolSpec
+    from .messages import TurnStats as TurnStats
+    from .messages import Usage as Usage
+    from .messages import UserMessage as UserMessage
+    from .ops.alerts import Alert as Alert
+    from .ops.alerts import install_alerts as install_alerts
+    from .ops.alerts import install_alerts_sync as install_alerts_sync
+    from .ops.alerts import list_alerts as list_alerts
+    from .ops.alerts import list_alerts_sync as list_alerts_sync
+    from .ops.alerts import remove_alerts as remove_alerts
+    from .ops.alerts import remove_alerts_sync as remove_alerts_sync
+    from .ops.sessions import Forgotten as Forgotten
+    from .ops.sessions import SessionInfo as SessionInfo
+    from .ops.sessions import forget_session as forget_session
+    from .ops.sessions import forget_session_sync as forget_session_sync
+    from .ops.sessions import list_sessions as list_sessions
+    from .ops.sessions import list_sessions_sync as list_sessions_sync
+    from .ops.sessions import prune_sessions as prune_sessions
+    from .ops.sessions import prune_sessions_sync as prune_sessions_sync
+    from .state.events import RunFinished as RunFinished
+    from .state.events import StreamEvent as StreamEvent
+    from .state.events import TextChunk as TextChunk
+    from .state.events import ThoughtChunk as ThoughtChunk
+    from .state.events import ToolCallFinished as ToolCallFinished
+    from .state.events import ToolCallStarted as ToolCallStarted
+    from .state.store import ConversationStore as ConversationStore
+    from .state.store import LocalConversationStore as LocalConversationStore
+    from .state.store import StorageConversationStore as StorageConversationStore
+    from .state.suspension import Suspended as Suspended
+    from .state.suspension import Suspension as Suspension
+    from .state.suspension import current_answer as current_answer
+    from .state.suspension import suspend as suspend
+    from .tasks.keys import POSITIONAL_KEY as POSITIONAL_KEY
+    from .tasks.keys import PositionalKey as PositionalKey
     from .testing import ScriptedModel as ScriptedModel
     from .testing import follow_prompt as follow_prompt
-    from .toolkit import FunctionTool, Tool, Toolkit, tool
-    from .transports.choice import Transport
-    from .transports.oneshot import UNVERIFIED, AcpLaunch, CliStyle, CliStyles, load_cli_style
-    from .waits import AnswerForm, DeploymentSuspension, EventWait, Polling, PrefectPause, answer_flow_run
+    from .toolkit import FunctionTool as FunctionTool
+    from .toolkit import Tool as Tool
+    from .toolkit import Toolkit as Toolkit
+    from .toolkit import tool as tool
+    from .transports.choice import Transport as Transport
+    from .transports.oneshot import UNVERIFIED as UNVERIFIED
+    from .transports.oneshot import AcpLaunch as AcpLaunch
+    from .transports.oneshot import CliStyle as CliStyle
+    from .transports.oneshot import CliStyles as CliStyles
+    from .transports.oneshot import load_cli_style as load_cli_style
 
-_WHERE: dict[str, str] = {
-    "Alert": "alerts",
-    "AlertsError": "errors",
-    "install_alerts": "alerts",
-    "install_alerts_sync": "alerts",
-    "list_alerts": "alerts",
-    "list_alerts_sync": "alerts",
-    "remove_alerts": "alerts",
-    "remove_alerts_sync": "alerts",
-    "SessionInfo": "sessions",
-    "Forgotten": "sessions",
-    "list_sessions": "sessions",
-    "forget_session": "sessions",
-    "prune_sessions": "sessions",
-    "list_sessions_sync": "sessions",
-    "forget_session_sync": "sessions",
-    "prune_sessions_sync": "sessions",
-    "SessionLiveError": "errors",
-    "AcpError": "errors",
-    "AcpLaunch": "transports.oneshot",
-    "AgentTool": "compose",
-    "Answer": "messages",
-    "AnswerForm": "waits",
-    "AssistantMessage": "messages",
-    "CassetteError": "errors",
-    "CassetteExportError": "errors",
-    "CassetteMismatch": "errors",
-    "CliError": "errors",
-    "CliStyle": "transports.oneshot",
-    "CliStyles": "transports.oneshot",
-    "Client": "client",
-    "ClientOptions": "options",
-    "ConversationStore": "memory",
-    "DeploymentSuspension": "waits",
-    "EventWait": "waits",
-    "FunctionTool": "toolkit",
-    "HookError": "errors",
-    "LocalConversationStore": "memory",
-    "StorageConversationStore": "memory",
-    "MaxTurnsExceeded": "errors",
-    "BudgetExceeded": "errors",
-    "QuotaExhausted": "errors",
-    "AuthRequired": "errors",
-    "McpServerError": "errors",
-    "Message": "messages",
-    "MissingVariableError": "errors",
-    "ModelError": "errors",
-    "ModelReply": "messages",
-    "ModelRequest": "messages",
-    "NexusflowError": "errors",
-    "OutputError": "errors",
-    "POSITIONAL_KEY": "tasks.keys",
-    "Polling": "waits",
-    "PositionalKey": "tasks.keys",
-    "PrefectPause": "waits",
-    "Request": "messages",
-    "ResumeError": "errors",
-    "RunFinished": "events",
-    "RunMetrics": "messages",
-    "RunResult": "messages",
-    "SessionIdError": "errors",
-    "StepOptions": "task_config",
-    "StreamEvent": "events",
-    "SubscriptionLimit": "subscription",
-    "SubscriptionLimitError": "errors",
-    "Suspended": "suspension",
-    "Suspension": "suspension",
-    "SystemMessage": "messages",
-    "TaskConfig": "task_config",
-    "TextChunk": "events",
-    "ThoughtChunk": "events",
-    "Tool": "toolkit",
-    "ToolCall": "messages",
-    "ToolCallFinished": "events",
-    "ToolCallStarted": "events",
-    "ToolMessage": "messages",
-    "ToolPolicy": "policies",
-    "ToolResult": "messages",
-    "ToolSpec": "messages",
-    "Toolkit": "toolkit",
-    "ToolkitError": "errors",
-    "TransientError": "errors",
-    "Transport": "transports.choice",
-    "TurnStats": "messages",
-    "UNVERIFIED": "transports.oneshot",
-    "Usage": "messages",
-    "UserMessage": "messages",
-    "agent_run": "flows",
-    "answer_flow_run": "waits",
-    "choose_server": "_server",
-    "create_cli_client": "cli_client",
-    "create_in_process_client": "client",
-    "current_answer": "suspension",
-    "load_cli_style": "transports.oneshot",
-    "suspend": "suspension",
-    "tool": "toolkit",
+_PUBLIC: dict[str, tuple[str, ...]] = {
+    "_prefect.server": ("choose_server",),
+    "cli_client": ("create_cli_client",),
+    "client": ("Client", "create_in_process_client"),
+    "compose": ("AgentTool",),
+    "config.options": ("ClientOptions",),
+    "config.policies": ("ToolPolicy",),
+    "config.subscription": ("SubscriptionLimit",),
+    "config.task_config": ("StepOptions", "TaskConfig"),
+    "config.waits": ("AnswerForm", "DeploymentSuspension", "EventWait", "Polling", "PrefectPause", "answer_flow_run"),
+    "errors": (
+        "AcpError",
+        "AlertsError",
+        "AuthRequired",
+        "BudgetExceeded",
+        "CassetteError",
+        "CassetteExportError",
+        "CassetteMismatch",
+        "CliError",
+        "HookError",
+        "MaxTurnsExceeded",
+        "McpServerError",
+        "MissingVariableError",
+        "ModelError",
+        "NexusflowError",
+        "OutputError",
+        "QuotaExhausted",
+        "ResumeError",
+        "SessionIdError",
+        "SessionLiveError",
+        "SubscriptionLimitError",
+        "ToolkitError",
+        "TransientError",
+    ),
+    "flows": ("agent_run",),
+    "messages": (
+        "Answer",
+        "AssistantMessage",
+        "Message",
+        "ModelReply",
+        "ModelRequest",
+        "Request",
+        "RunMetrics",
+        "RunResult",
+        "SystemMessage",
+        "ToolCall",
+        "ToolMessage",
+        "ToolResult",
+        "ToolSpec",
+        "TurnStats",
+        "Usage",
+        "UserMessage",
+    ),
+    "ops.alerts": (
+        "Alert",
+        "install_alerts",
+        "install_alerts_sync",
+        "list_alerts",
+        "list_alerts_sync",
+        "remove_alerts",
+        "remove_alerts_sync",
+    ),
+    "ops.sessions": (
+        "Forgotten",
+        "SessionInfo",
+        "forget_session",
+        "forget_session_sync",
+        "list_sessions",
+        "list_sessions_sync",
+        "prune_sessions",
+        "prune_sessions_sync",
+    ),
+    "state.events": ("RunFinished", "StreamEvent", "TextChunk", "ThoughtChunk", "ToolCallFinished", "ToolCallStarted"),
+    "state.store": ("ConversationStore", "LocalConversationStore", "StorageConversationStore"),
+    "state.suspension": ("Suspended", "Suspension", "current_answer", "suspend"),
+    "tasks.keys": ("POSITIONAL_KEY", "PositionalKey"),
+    "toolkit": ("FunctionTool", "Tool", "Toolkit", "tool"),
+    "transports.choice": ("Transport",),
+    "transports.oneshot": ("UNVERIFIED", "AcpLaunch", "CliStyle", "CliStyles", "load_cli_style"),
 }
-"""Where each public name lives: loaded on first use, so that importing nexusflow (and
-`nexusflow --help`) does not import Prefect."""
+"""Every public name, by the module it lives in: the one list ``__all__`` and the lazy
+loading come from. Each is loaded on first use, so that importing nexusflow (and
+``nexusflow --help``) does not import Prefect."""
 
+_WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
 
-__all__ = [
-    "POSITIONAL_KEY",
-    "UNVERIFIED",
-    "AcpError",
-    "AcpLaunch",
-    "AgentTool",
-    "Alert",
-    "AlertsError",
-    "Answer",
-    "AnswerForm",
-    "AssistantMessage",
-    "AuthRequired",
-    "BudgetExceeded",
-    "CassetteError",
-    "CassetteExportError",
-    "CassetteMismatch",
-    "CliError",
-    "CliStyle",
-    "CliStyles",
-    "Client",
-    "ClientOptions",
-    "ConversationStore",
-    "DeploymentSuspension",
-    "EventWait",
-    "Forgotten",
-    "FunctionTool",
-    "HookError",
-    "LocalConversationStore",
-    "MaxTurnsExceeded",
-    "McpServerError",
-    "Message",
-    "MissingVariableError",
-    "ModelError",
-    "ModelReply",
-    "ModelRequest",
-    "NexusflowError",
-    "OutputError",
-    "Polling",
-    "PositionalKey",
-    "PrefectPause",
-    "QuotaExhausted",
-    "Request",
-    "ResumeError",
-    "RunFinished",
-    "RunMetrics",
-    "RunResult",
-    "SessionIdError",
-    "SessionInfo",
-    "SessionLiveError",
-    "StepOptions",
-    "StorageConversationStore",
-    "StreamEvent",
-    "SubscriptionLimit",
-    "SubscriptionLimitError",
-    "Suspended",
-    "Suspension",
-    "SystemMessage",
-    "TaskConfig",
-    "TextChunk",
-    "ThoughtChunk",
-    "Tool",
-    "ToolCall",
-    "ToolCallFinished",
-    "ToolCallStarted",
-    "ToolMessage",
-    "ToolPolicy",
-    "ToolResult",
-    "ToolSpec",
-    "Toolkit",
-    "ToolkitError",
-    "TransientError",
-    "Transport",
-    "TurnStats",
-    "Usage",
-    "UserMessage",
-    "agent_run",
-    "answer_flow_run",
-    "choose_server",
-    "create_cli_client",
-    "create_in_process_client",
-    "current_answer",
-    "forget_session",
-    "forget_session_sync",
-    "install_alerts",
-    "install_alerts_sync",
-    "list_alerts",
-    "list_alerts_sync",
-    "list_sessions",
-    "list_sessions_sync",
-    "load_cli_style",
-    "prune_sessions",
-    "prune_sessions_sync",
-    "remove_alerts",
-    "remove_alerts_sync",
-    "suspend",
-    "tool",
-]
+__all__ = sorted(_WHERE)
 
 
 _MOVED_TO_TESTING = frozenset({"ScriptedModel", "follow_prompt"})

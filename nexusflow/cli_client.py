@@ -6,34 +6,45 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict, Unpack
 
 from pydantic import ValidationError
 
-from ._checks import refusal
-from ._server import use_server
-from .client import Client, client_options
-from .errors import argument_wrong
+from ._prefect.server import use_server
+from .client import Client, ClientKeywords, client_options
+from .config._checks import refusal
+from .config.errors import argument_wrong
+from .config.settings import settings
+from .config.subscription import SubscriptionLimit
 from .messages import OutputT
-from .settings import settings
-from .subscription import SubscriptionLimit
 from .transports.cassette import Cassette
 from .transports.choice import Transport, agent_cli_transport
 from .transports.oneshot import CliStyle, CliStyles
 from .transports.oneshot.process import MAX_OUTPUT
 
-STYLE_FIELDS = (
-    "args",
-    "prompt_mode",
-    "answer",
-    "answer_field",
-    "tools_off",
-    "tools_left",
-    "error_markers",
-    "auth_patterns",
-    "login",
-    "model_format",
-)
+
+class StyleFields(TypedDict, total=False):
+    """The fields of a ``CliStyle`` that ``create_cli_client`` takes as keywords, to describe a
+    ``CliStyles.CUSTOM`` CLI (their meaning: ``CliStyle``'s own fields)."""
+
+    args: list[str | list[str]]
+    prompt_mode: Literal["stdin", "arg", "file"]
+    answer: Literal["stdout", "file"]
+    answer_field: str | None
+    tools_off: str
+    tools_left: list[str]
+    error_markers: list[str]
+    auth_patterns: list[str]
+    login: str
+    model_format: str
+
+
+class CliClientKeywords(ClientKeywords, StyleFields, total=False):
+    """What ``create_cli_client`` takes as keywords: the client's options and a custom
+    style's fields."""
+
+
+STYLE_FIELDS = tuple(StyleFields.__annotations__)
 
 
 def create_cli_client(
@@ -55,7 +66,7 @@ def create_cli_client(
     per_minute: float | None = None,
     output_type: type[OutputT] | None = None,
     cassette: Cassette | str | os.PathLike[str] | None = None,
-    **options: Any,
+    **keywords: Unpack[CliClientKeywords],
 ) -> Client[OutputT]:
     """A client whose model is the user's own agent CLI.
 
@@ -84,6 +95,7 @@ def create_cli_client(
     """
     where = "create_cli_client"
     subscription = SubscriptionLimit.of(limit, max_concurrent, per_minute)
+    options: dict[str, Any] = dict(keywords)
     fields = {key: options.pop(key) for key in STYLE_FIELDS if key in options}
     default = settings()
     if cassette is not None and not isinstance(cassette, Cassette):

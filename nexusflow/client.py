@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypedDict, TypeVar, Unpack, overload
 
 import anyio
 from prefect.client.schemas.objects import State
@@ -16,31 +16,37 @@ from prefect.transactions import CommitMode, atransaction, get_transaction
 from prefect.utilities.annotations import quote
 from prefect.utilities.asyncutils import run_coro_as_sync
 
-from ._checks import build, check_session_id, function, text, texts
-from ._clients import run_clients
-from ._position import child_session_id
-from ._retry import FailedOnTheApi, api_retrying, is_transient
-from ._runtime import LiveRun, bound, taken_writes
-from ._server import use_server
-from ._storage import step_storage
-from .budget import spends_from
+from ._prefect.clients import run_clients
+from ._prefect.retry import FailedOnTheApi, api_retrying, is_transient
+from ._prefect.server import logger, use_server
+from ._prefect.storage import step_storage
 from .compose import PROMPT_DESCRIPTION, AgentTool, map_prompts
+from .config._checks import build, check_session_id, function, text, texts
+from .config.errors import argument_wrong, option_refused
+from .config.hooks import AfterLlm, AfterTool, BeforeLlm, BeforeTool
+from .config.options import ClientOptions, WaitFor
+from .config.output import OutputSpec
+from .config.policies import ToolPolicy
+from .config.settings import OnQuota, settings
+from .config.subscription import SubscriptionLimit
+from .config.task_config import TaskConfig
 from .errors import (
     PrefectApiError,
     StorageError,
-    argument_wrong,
     describe,
-    option_refused,
     resume_not_waiting,
     resume_other_answer,
     resume_unknown_session,
     run_outside_a_flow,
     unwrap,
 )
-from .events import Emit, RunFinished, StreamEvent
 from .flows import agent_run, agent_run_storing_in, interrupt
 from .flows.agent import preview
-from .memory import (
+from .messages import Answer, OutputT, RunResult
+from .state._position import child_session_id
+from .state.budget import spends_from
+from .state.events import Emit, RunFinished, StreamEvent
+from .state.store import (
     ConversationStore,
     Nesting,
     SessionRecord,
@@ -52,17 +58,20 @@ from .memory import (
     read_inputs,
     taken_nesting,
 )
-from .messages import Answer, OutputT, RunResult
-from .options import ClientOptions
-from .output import OutputSpec
-from .settings import settings
-from .subscription import SubscriptionLimit
+from .tasks.live_run import LiveRun, bound, taken_writes
 from .toolkit import Toolkit
 from .transports import Generate, TransportFactory, in_process_transport
 
 RunT = TypeVar("RunT")
 """A run's own output type, given to one call."""
 T = TypeVar("T")
+
+RUN_ATTEMPTS = 4
+"""Starts of a run that the Prefect API's passing trouble failed, the first included."""
+STARTS_AGAIN = (
+    "session %s: the Prefect API failed the run (%s); it starts again from its finished steps (start %d of %d)"
+)
+"""The one line a run started again says: its failed flow run is in the UI beside the new one."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,8 @@ def _as_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """``run_coro_as_sync``, with Ctrl-C and an exit (a tool may raise them) raised as
     themselves in the caller's thread: raised in Prefect's run-sync event loop, which every
     sync call of the process shares, they would stop that loop's thread."""
-    outcome: T | _Stopped = run_coro_as_sync(_stops_caught(coroutine))
+    with interrupt.relayed():
+        outcome: T | _Stopped = run_coro_as_sync(_stops_caught(coroutine))
     if isinstance(outcome, _Stopped):
         raise outcome.raised
     return outcome
@@ -146,11 +156,11 @@ class Client(Generic[OutputT]):
         self.name = name
         """Who answers (a CLI's style, or ``in-process``): what a turn a fallback answered names."""
 
-    def with_options(self, **options: Any) -> Client[OutputT]:
+    def with_options(self, **options: Unpack[OptionsUpdate]) -> Client[OutputT]:
         """This client with some options changed, for a run or a few, checked as the client's
         own were: ``client.with_options(max_cost_usd=0.5).run(...)`` gives that run its own
         budget. The client itself is unchanged."""
-        merged = {name: getattr(self.options, name) for name in ClientOptions.model_fields} | options
+        merged = {name: getattr(self.options, name) for name in ClientOptions.model_fields} | dict(options)
         model, subscription, output_type = merged.pop("model"), merged.pop("subscription"), merged.pop("output_type")
         checked = client_options("with_options", model, subscription, output_type, merged)
         return Client(self.transport, checked, self.name)
@@ -388,11 +398,20 @@ class Client(Generic[OutputT]):
 
     async def _attempts(self, record: SessionRecord, session_id: str, live: LiveRun, subflow: bool) -> RunResult:
         """The run, started again when the API failed it before it began (a 503 at its start)."""
+        why: str | None = None  # what the API failed the last start with
         try:
-            async for attempt in api_retrying():
+            async for attempt in api_retrying(RUN_ATTEMPTS):
                 with attempt:
-                    result = await self._attempt(record, session_id, live, subflow)
-                    if result.status == "failed" and result.error_type == PrefectApiError.__name__:
+                    if why is not None:
+                        logger.info(STARTS_AGAIN, session_id, why, attempt.retry_state.attempt_number, RUN_ATTEMPTS)
+                    live.failure = None  # each start tells its own
+                    try:
+                        result = await self._attempt(record, session_id, live, subflow)
+                    except Exception as exc:
+                        why = describe(PrefectApiError(unwrap(exc))) if is_transient(exc) else None
+                        raise
+                    if result.status == "failed" and isinstance(live.failure, PrefectApiError):
+                        why = result.error
                         raise FailedOnTheApi(result)
         except FailedOnTheApi as failed:
             return failed.result
@@ -432,9 +451,15 @@ class Client(Generic[OutputT]):
                     await live.finished()
                 result = await self._result(outcome, session_id)
             else:
-                value = await agent_run.fn(
-                    session_id=session_id, prompt=preview(record.prompt), inputs=reference, live=live
-                )
+                with interrupt.armed(interrupt.in_deployment()):
+                    try:
+                        value = await agent_run.fn(
+                            session_id=session_id, prompt=preview(record.prompt), inputs=reference, live=live
+                        )
+                    except BaseException as exc:
+                        if interrupt.caught() is None:
+                            raise
+                        raise await interrupt.settle_in_flow(exc) from None
                 await live.finished()
                 result = RunResult.model_validate(_unquoted(value.data if isinstance(value, State) else value))
         return result
@@ -590,6 +615,45 @@ class Client(Generic[OutputT]):
         return _as_sync(batch)
 
 
+class ClientKeywords(TypedDict, total=False):
+    """The options the factories take as keywords: ``ClientOptions``' fields but ``model`` and
+    ``output_type`` (named parameters) and ``subscription`` (built from ``limit``). Written
+    out so that an IDE and ``mypy`` see each one in a ``py.typed`` package; a test keeps the
+    keys to ``ClientOptions``' fields, and pydantic still checks the values at run time."""
+
+    system_prompt: str | None
+    max_turns: int
+    max_cost_usd: float | None
+    max_tokens: int | None
+    before_llm: BeforeLlm | None
+    after_llm: AfterLlm | None
+    before_tool: BeforeTool | None
+    after_tool: AfterTool | None
+    wait_for: WaitFor | None
+    policies: Mapping[str, ToolPolicy]
+    conversation_store: ConversationStore | None
+    task_config: TaskConfig
+    model_retries: int
+    model_retry_wait: float
+    output_retries: int
+    on_quota: OnQuota
+    fallback: Client[Any] | Sequence[Client[Any]]
+    quota_wait: float
+    max_quota_wait: float
+    max_tool_calls: int
+    max_parallel_tool_calls: int
+    max_tool_result: int
+    max_argument_depth: int
+
+
+class OptionsUpdate(ClientKeywords, total=False):
+    """What ``Client.with_options`` may change: every one of ``ClientOptions``' fields."""
+
+    model: str | None
+    subscription: SubscriptionLimit | None
+    output_type: Any
+
+
 def create_in_process_client(
     generate: Generate,
     *,
@@ -598,7 +662,7 @@ def create_in_process_client(
     limit: str | None = None,
     max_concurrent: int | None = None,
     per_minute: float | None = None,
-    **options: Any,
+    **options: Unpack[ClientKeywords],
 ) -> Client[OutputT]:
     """A client whose model is a Python callable: ``generate(request) -> reply``, sync or
     async, where a reply is a ``ModelReply``, ``{"content": ...}`` or
@@ -616,7 +680,11 @@ def create_in_process_client(
 
 
 def client_options(
-    where: str, model: str | None, subscription: SubscriptionLimit | None, output_type: object, options: dict[str, Any]
+    where: str,
+    model: str | None,
+    subscription: SubscriptionLimit | None,
+    output_type: object,
+    options: Mapping[str, Any],
 ) -> ClientOptions:
     """The options every client takes, checked, with the answer policy of the settings."""
     fallback = options.get("fallback", ())
@@ -642,6 +710,6 @@ def with_answer_policy(options: dict[str, Any]) -> dict[str, Any]:
     policy = settings()
     if policy.wait is None:
         return options
-    from .waits import policy_wait  # its Prefect imports only where a policy is set
+    from .config.waits import policy_wait  # its Prefect imports only where a policy is set
 
     return {**options, "wait_for": policy_wait(policy.wait, policy.wait_timeout)}

@@ -7,7 +7,6 @@ calling tool call's position, or the batch id and the prompt's index. Resuming t
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterable
@@ -19,28 +18,20 @@ import cloudpickle  # type: ignore[import-untyped]
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext, TaskRunContext
-from prefect.futures import PrefectFuture, PrefectWrappedFuture
+from prefect.futures import PrefectFuture
 from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from pydantic_core import to_json
 
-from ._lease import GIVE_UP_AFTER, Heartbeat, last_beat, still_held
-from ._locks import BEAT_SECONDS
-from ._position import CallPosition, child_session_id
-from ._secrets import get_logger
-from .errors import (
-    MapMemberLost,
-    describe,
-    map_concurrency_too_low,
-    map_member_never_started,
-    map_member_stays_here,
-    tool_error_arguments,
-)
-from .memory import Nesting, nested_in, nesting_here
+from ._prefect.fanout import SUBMITTING, Moved, Pulse, outcome_within
+from ._prefect.let_go import DRAIN_WITHIN, let_go_of
+from ._prefect.session_lock import being_deleted, last_beat
+from .errors import describe, map_concurrency_too_low, map_member_stays_here
 from .messages import FunctionSpec, RunResult, ToolResult, ToolSpec
+from .state._position import CallPosition, child_session_id
+from .state.store import Nesting, nested_in, nesting_here
 from .toolkit import Toolkit
-
-logger = get_logger("nexusflow.map")
+from .toolkit.errors import tool_error_arguments
 
 PROMPT_DESCRIPTION = "The task for the agent, with everything it needs to know: it sees nothing else."
 
@@ -149,7 +140,7 @@ async def map_prompts(
     results: list[RunResult[Any] | None] = [None] * len(prompts)
     limiter = anyio.CapacityLimiter(max_concurrency)
     waiters = anyio.CapacityLimiter(max_concurrency)  # a thread each: anyio's default pool has 40
-    moved = _Moved()
+    moved = Moved()
 
     async def member(index: int, prompt: str) -> None:
         member_id = child_session_id(session_id, index) if session_id is not None else uuid.uuid4().hex
@@ -215,31 +206,27 @@ async def _member(
 ) -> RunResult[Any]:
     """One member of a fan-out, in whichever thread or process the flow's task runner gives
     it: an ordinary run (a flow run nested in this task run), with its own session, linked to
-    its batch and to the run that started it (told here: another process sees no context)."""
+    its batch and to the run that started it (told here: another process sees no context).
+    It ends once its session's lock is deleted: a Dask worker's process ends without running
+    the exit hooks that would wait for that delete (``_prefect.let_go``)."""
     with nested_in(nesting):
-        return await client.run(prompt, toolkit, session_id=session_id, output_type=output_type)
-
-
-_submitting = threading.Lock()
-"""One submission at a time: ``DaskTaskRunner`` makes its cluster and client on its first
-submission, unguarded, so members submitted at once from several threads each started a
-LocalCluster of their own (seen: four, one failing to start)."""
+        result = await client.run(prompt, toolkit, session_id=session_id, output_type=output_type)
+    lock = being_deleted(await last_beat(session_id))
+    if lock is not None:
+        await let_go_of(lock, within=DRAIN_WITHIN)  # its own, never another member's
+    return result
 
 
 def _submitted(
     client: Runner, prompt: str, toolkit: Toolkit | None, session_id: str, nesting: Nesting | None, output_type: object
 ) -> PrefectFuture[Any]:
-    with _submitting:
+    with SUBMITTING:
         return _member.submit(client, prompt, toolkit, session_id, nesting, output_type)
-
-
-LOOK_EVERY = 2 * BEAT_SECONDS
-"""Seconds a batch waits for a member before it looks at the member's beat again."""
 
 
 async def _awaited(
     waiters: anyio.CapacityLimiter,
-    moved: _Moved,
+    moved: Moved,
     client: Runner,
     prompt: str,
     toolkit: Toolkit | None,
@@ -254,14 +241,14 @@ async def _awaited(
     ``GIVE_UP_AFTER`` seconds, whether or not its task runner ever says so (a SIGSTOPped Dask
     worker is never reported; a killed one is ``KilledWorker``, raised from the future); one
     that never starts is, ``START_WITHIN`` seconds after the batch last moved."""
-    pulse = _Pulse(session_id, await last_beat(session_id), moved)
+    pulse = Pulse(session_id, await last_beat(session_id), moved)
     future = await anyio.to_thread.run_sync(
         _submitted, client, prompt, toolkit, session_id, nesting, output_type, limiter=waiters
     )
     pulse.submitted = time.monotonic()
     while True:
         try:
-            outcome = await anyio.to_thread.run_sync(_outcome, future, abandon_on_cancel=True, limiter=waiters)
+            outcome = await anyio.to_thread.run_sync(outcome_within, future, abandon_on_cancel=True, limiter=waiters)
         except Exception:
             moved.now()  # its runner reported it failed or dead: its place there is free
             raise
@@ -271,76 +258,3 @@ async def _awaited(
         lost = await pulse.lost()
         if lost is not None:
             raise lost  # not a move: a member given up on may still hold its place on the runner
-
-
-def _outcome(future: PrefectFuture[Any]) -> RunResult[Any] | None:
-    """The member's result if it ends within ``LOOK_EVERY`` seconds, else None; a member that
-    failed, or whose process the runner saw die, raises."""
-    future.wait(LOOK_EVERY)
-    ended = future.wrapped_future.done() if isinstance(future, PrefectWrappedFuture) else future.state.is_final()
-    if not ended:
-        return None
-    value = future.result(raise_on_failure=False)
-    if isinstance(value, BaseException):
-        raise value
-    assert isinstance(value, RunResult), f"a map member returned {type(value).__name__}"
-    return value
-
-
-START_WITHIN = 2 * GIVE_UP_AFTER
-"""Seconds a submitted member may go without a first beat while nothing in its batch moves:
-a worker that starts cold imports nexusflow as it unpickles its first member, which took up
-to 50 s on a loaded machine."""
-
-
-class _Moved:
-    """When a batch last moved: a member's beat changed, or its task runner gave a member's
-    end. A member queued behind its siblings on a busy task runner waits while they move."""
-
-    def __init__(self) -> None:
-        self.at = time.monotonic()
-
-    def now(self) -> None:
-        self.at = time.monotonic()
-
-
-class _Pulse:
-    """A member's session beat, seen from its batch. Once it beat, a beat that stands still
-    for ``GIVE_UP_AFTER`` seconds while its lock stays held means that the member's process
-    stopped and that no retry of it took the session over (a retry takes a dead holder's
-    session over after ``STALE_AFTER`` seconds, and beats anew). Until it first beats (the
-    member is queued, or starting), only ``START_WITHIN`` seconds in which neither it nor any
-    sibling moved mean that it was sent to a process that is frozen or gone."""
-
-    def __init__(self, session_id: str, before: Heartbeat | None, moved: _Moved) -> None:
-        self.session_id = session_id
-        self.seen = before
-        self.moved = moved
-        self.submitted = time.monotonic()
-        self.since: float | None = None
-        """When the beat last changed, on this process's clock; None until it first does."""
-        self.ended = False
-        """The member let go of its session: its run ended, and only its task's end is left."""
-
-    async def lost(self) -> MapMemberLost | None:
-        """The member's ``MapMemberLost`` once it stood still holding its session past
-        ``GIVE_UP_AFTER``, or never started within ``START_WITHIN``; else None. A look that
-        fails (storage or server unreachable for a moment) tells nothing: the batch waits on,
-        and looks again."""
-        try:
-            beat = await last_beat(self.session_id)
-            now = time.monotonic()
-            if beat != self.seen:
-                self.seen, self.since = beat, now
-                self.moved.now()
-                return None
-            if self.since is None:
-                waited = now - max(self.submitted, self.moved.at)
-                return map_member_never_started(self.session_id, waited) if waited >= START_WITHIN else None
-            if beat is None or self.ended or now - self.since < GIVE_UP_AFTER:
-                return None
-            self.ended = not await still_held(beat)
-        except Exception as exc:
-            logger.warning('map: could not look at member "%s": %s', self.session_id, describe(exc))
-            return None
-        return None if self.ended else MapMemberLost(self.session_id, now - self.since)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from .errors import demo_no_weather
 from .messages import ModelRequest, ToolMessage
 from .testing import ScriptedModel
 from .toolkit import tool
@@ -24,7 +23,7 @@ def current_temperature(city: str) -> dict[str, float | str]:
     """
     celsius = _WEATHER.get(city.lower())
     if celsius is None:
-        raise demo_no_weather(city)
+        raise ValueError(f"no weather station in {city}")
     return {"city": city, "celsius": celsius}
 
 

@@ -17,22 +17,23 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Paused
 
-from ._imports import import_output_type, import_tools
-from ._secrets import redact
+from ._support.secrets import redact
 from .cli_client import create_cli_client
 from .client import Client, create_in_process_client
+from .config._imports import import_output_type, import_tools
+from .config.output import OutputSpec
+from .config.policies import ToolPolicy
+from .config.settings import Wait, settings
+from .config.waits import policy_wait, waiting_is_no_error
 from .errors import agent_job_failed, agent_job_needs_a_style, agent_job_not_waiting, style_checks_failed
-from .flows.agent import AWAITING
-from .memory import SessionStore
+from .flows.run import AWAITING
 from .messages import Answer, RunResult
-from .output import OutputSpec
-from .policies import ToolPolicy
-from .settings import Wait, settings
+from .ops.sessions import job_session
+from .state.store import SessionStore
 from .testing import ScriptedModel, follow_prompt
 from .toolkit import Toolkit
 from .transports.choice import Transport
 from .transports.oneshot import CliStyles
-from .waits import policy_wait, waiting_is_no_error
 
 
 def _client(
@@ -104,7 +105,7 @@ async def agent_job(
     if max_turns is not None:
         options["max_turns"] = max_turns
     client = _client(style, command, model, transport, acp_command, script, options)
-    session = session_id or f"job-{flow_run.get_id()}"
+    session = session_id or job_session(str(flow_run.get_id()))
     async with await Toolkit.load(tools=import_tools(tools or []), mcp_config=mcp_config, skills_dir=skills_dir) as kit:
         if answer is None:
             result = await client.run(prompt, kit, session_id=session, subflow=False, output_type=target)

@@ -2,9 +2,13 @@
 started only when a collected test asks for it, and then with the first test (``_Server``):
 it boots while the tests that need no server, which run first, run.
 
-A module that talks to Prefect says so: ``pytestmark = pytest.mark.usefixtures("prefect_server")``.
-Every other test runs with the API pointed at a closed port, so one that needs a server
-without saying so fails at once instead of passing on a server another test started.
+The folders are tiers and areas, each folder's conftest applying its marker and the server
+once: ``offline/`` (no server), ``server/<area>/`` (the session's server: ``transports``,
+``run``, ``state``, ``operator``), ``homes/`` (servers and homes of their own; ``slow``),
+``live/``, ``topology/``, ``ui/``; ``support/`` holds the fixture modules and ``helpers/``.
+A test outside ``server/`` and ``live/`` runs with the API pointed at a closed port, so one
+that needs a server without saying so fails at once instead of passing on a server another
+test started.
 
 The environment is set at import, before anything imports prefect, and is inherited by
 every child process a test starts (crash-and-resume runs, the command line).
@@ -32,7 +36,13 @@ from typing import IO
 
 import pytest
 
-from helpers.servers import database_template, free_port, migrated_home, untraced
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+"""The tests' support: fixture modules (``cli_fixtures``, ``acp_fixtures``, ``approvals``, ``live_agents``,
+``topology``, ``deployments``...), ``paths`` and ``helpers/``, the scripts and helpers tests
+run; importable by name from every folder."""
+
+from helpers.servers import database_template, free_port, migrated_home, untraced  # noqa: E402
+from paths import HELPERS  # noqa: E402
 
 _HOME = Path(tempfile.mkdtemp(prefix="nexusflow-tests-"))
 atexit.register(shutil.rmtree, _HOME, True)  # a process that never started the server leaves none behind
@@ -55,11 +65,11 @@ os.environ.update(
     }
 )
 
-HELPERS = Path(__file__).parent / "helpers"
-
 # Imported only now: they import nexusflow, hence prefect, which must see the settings above.
 from acp_fixtures import ScriptedAgent  # noqa: E402
+from approvals import Approval  # noqa: E402
 from cli_fixtures import FAKE_CLI, FakeCli  # noqa: E402
+from helpers.mcp_endpoints import http_mcp_server  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -155,7 +165,7 @@ class _Server:
             cls.log.close()
 
 
-STARTED_FIRST = ("tests/test_soak.py::test_a_soak_of_the_mix",)
+STARTED_FIRST = ("tests/homes/test_soak.py::test_a_soak_of_the_mix", "tests/homes/test_night.py::")
 """The longest tests (minutes, mostly waiting on a server of their own) start before all
 others, beside them: started last, one is the tier's tail."""
 
@@ -202,6 +212,18 @@ def prefect_server() -> Iterator[str]:
         _drain_prefect_workers()
         _Server.stop()
         shutil.rmtree(_HOME, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def locks_let_go_within_their_test() -> Iterator[None]:
+    """After each test, the session locks its runs let go of are deleted (``let_go`` makes
+    them a second after a run returned): on the server the test used, while it is up, and
+    never in the next test, whose log would get their warnings. Nothing to wait for without a
+    run."""
+    yield
+    let_go = sys.modules.get("nexusflow._prefect.let_go")  # not imported: no run let go of one
+    if let_go is not None:
+        let_go.drain(within=30)
 
 
 @pytest.fixture(autouse=True)
@@ -271,8 +293,18 @@ def session_id(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def output_types(tmp_path: Path) -> Path:
+    """The command's output types (tests/support/helpers/output_types.py) copied into a file of
+    the test's own, with postponed annotations: a dataclass there resolves its fields through
+    its module, which must be importable by name."""
+    path = tmp_path / "output_types.py"
+    path.write_text((HELPERS / "output_types.py").read_text())
+    return path
+
+
+@pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCli:
-    """A fake agent CLI (tests/helpers/fake_cli.py) recording into a fresh folder."""
+    """A fake agent CLI (tests/support/helpers/fake_cli.py) recording into a fresh folder."""
     root = tmp_path / "fake-cli"
     root.mkdir()
     monkeypatch.setenv("FAKE_CLI_DIR", str(root))
@@ -293,7 +325,21 @@ def claude_on_path(fake: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 @pytest.fixture
 def agent(tmp_path: Path) -> ScriptedAgent:
-    """A scripted ACP agent (tests/helpers/acp_agent.py) recording into a fresh folder."""
+    """A scripted ACP agent (tests/support/helpers/acp_agent.py) recording into a fresh folder."""
     root = tmp_path / "acp-agent"
     root.mkdir()
     return ScriptedAgent(root)
+
+
+@pytest.fixture
+def approval() -> Approval:
+    """A gated ``deploy`` tool (tests/support/approvals.py) with a record of its own."""
+    return Approval.fresh()
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[tuple[str, str]]:
+    """The test MCP server over streamable HTTP (tests/support/helpers/mcp_endpoints.py): its
+    URL and the bearer token it wants."""
+    with http_mcp_server() as served:
+        yield served

@@ -16,16 +16,8 @@ from collections.abc import Sequence
 
 from cyclopts import App, CycloptsError, Parameter
 
-from ..errors import (
-    ArgumentError,
-    NexusflowError,
-    PrefectApiError,
-    UsageError,
-    unwrap,
-    usage_no_alerts_command,
-    usage_no_command,
-    usage_no_styles_command,
-)
+from ..errors import ArgumentError, NexusflowError, PrefectApiError, UsageError, unwrap
+from .errors import usage_no_alerts_command, usage_no_command, usage_no_styles_command
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -51,24 +43,27 @@ app = App(
     default_parameter=Parameter(negative=()),
     suppress_keyboard_interrupt=False,  # main() says how Ctrl-C ends, not cyclopts
 )
-_COMMANDS = "nexusflow.command.commands"
-# The help given here is what ``nexusflow --help`` lists without importing the command;
-# ``nexusflow COMMAND --help`` describes its flags from the command's docstring.
-app.command(f"{_COMMANDS}:run", help="Run an agent on a prompt, or answer a pending run.")
-app.command(f"{_COMMANDS}:demo", help="A multi-step tool-calling run on the scripted model.")
-app.command(f"{_COMMANDS}:answer", help="Answer a run that waits, by its session id or its flow run id.")
-app.command(f"{_COMMANDS}:show", help="A past run's transcript and steps, by session id or flow run id.")
-app.command(f"{_COMMANDS}:sessions", help="The sessions in the result storage and where each stands.")
-app.command(f"{_COMMANDS}:forget", help="Delete sessions' records, conversation and left-over lock.")
-app.command(f"{_COMMANDS}:prune", help="Forget the sessions idle for longer than a duration.")
-app.command(f"{_COMMANDS}:export", help="Write a cassette from a finished session's steps, to replay it in a test.")
+# One module per command, named after it. The help given here is what ``nexusflow --help``
+# lists without importing the command; ``nexusflow COMMAND --help`` describes its flags from
+# the command's docstring.
+app.command("nexusflow.command.run:run", help="Run an agent on a prompt, or answer a pending run.")
+app.command("nexusflow.command.demo:demo", help="A multi-step tool-calling run on the scripted model.")
+app.command("nexusflow.command.answer:answer", help="Answer a run that waits, by its session id or its flow run id.")
+app.command("nexusflow.command.show:show", help="A past run's transcript and steps, by session id or flow run id.")
+app.command("nexusflow.command.sessions:sessions", help="The sessions in the result storage and where each stands.")
+app.command("nexusflow.command.forget:forget", help="Delete sessions' records, conversation and left-over lock.")
+app.command("nexusflow.command.prune:prune", help="Forget the sessions idle for longer than a duration.")
+app.command(
+    "nexusflow.command.export:export", help="Write a cassette from a finished session's steps, to replay it in a test."
+)
 app.command(
     "nexusflow.command.server:server", help="Start a local Prefect server and print the PREFECT_API_URL to export."
 )
 styles = App(name="styles", help="The built-in CLI styles.")
-styles.command(f"{_COMMANDS}:styles_list", name="list", help="Each style, its transports and verified versions.")
+_STYLES = "nexusflow.command.styles"
+styles.command(f"{_STYLES}:styles_list", name="list", help="Each style, its transports and verified versions.")
 styles.command(
-    f"{_COMMANDS}:styles_verify",
+    f"{_STYLES}:styles_verify",
     name="verify",
     help="Check your installed CLI against its style, on a scripted model server (no tokens spent).",
 )
@@ -150,7 +145,7 @@ def _debug_flag(argv: Sequence[str] | None) -> list[str]:
 
 def _told(line: str) -> None:
     """The one line of a failure, after its traceback when debugging (``NEXUSFLOW_DEBUG``)."""
-    from ..settings import settings
+    from ..config.settings import settings
 
     try:
         debugging = settings().debug
@@ -198,7 +193,7 @@ def _main(argv: list[str]) -> int:
         _told(f"nexusflow: error: {exc}")
         return EXIT_FAILED
     except Exception as exc:
-        from .._retry import is_transient
+        from .._prefect.retry import is_transient
 
         if not is_transient(exc):
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from ..alerts import Alert, install_alerts, list_alerts, remove_alerts, shown_duration
+from ..ops.alerts import Alert, install_alerts, list_alerts, remove_alerts, shown_duration
 
 
 def _table(alerts: list[Alert]) -> None:

@@ -9,28 +9,29 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
-from .._storage import read_record, write_record
+from .._prefect.storage import read_record, write_record
 from ..transports.choice import Transport
 from ..transports.oneshot import CliStyles
 
 
 class Invocation(BaseModel):
-    """The flags of ``nexusflow run`` that shape a session (not the prompt, not the answer).
-    A flag not given is ``None``: its ``NEXUSFLOW_*`` setting, else its default, applies
-    when the client is made."""
+    """The flags of ``nexusflow run`` that shape a session (not the prompt, not the answer):
+    the table's stored ones (``nexusflow.config.run_flags``). A flag not given is ``None``:
+    its ``NEXUSFLOW_*`` setting, else its default, applies when the client is made. A
+    session stored before the flags took their one spelling reads as it was written."""
 
     tools: list[str] = Field(default_factory=list)
-    mcp: str | None = None
-    skills: str | None = None
+    mcp_config: str | None = Field(default=None, validation_alias=AliasChoices("mcp_config", "mcp"))
+    skills_dir: str | None = Field(default=None, validation_alias=AliasChoices("skills_dir", "skills"))
     style: CliStyles | None = None
     style_file: str | None = None
     command: str | None = None
     model: str | None = None
     transport: Transport = Transport.AUTO
     acp_command: str | None = None
-    system: str | None = None
+    system_prompt: str | None = Field(default=None, validation_alias=AliasChoices("system_prompt", "system"))
     max_turns: int | None = None
     max_cost_usd: float | None = None
     max_tokens: int | None = None

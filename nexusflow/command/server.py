@@ -1,6 +1,6 @@
 """``nexusflow server``: a local Prefect server in the foreground, for the UI and for every
 later run of this ``PREFECT_HOME``, from the command or from Python: it records itself in the
-home while it runs (``nexusflow._server``), and they use it instead of starting their own."""
+home while it runs (``nexusflow._prefect.server``), and they use it instead of starting their own."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -15,9 +16,9 @@ from types import FrameType
 
 from prefect.settings import get_current_settings
 
-from .._server import ServerRecord, recorded_server, remove_server_record, write_server_record
-from ..errors import server_not_running, usage_server_running
+from .._prefect.server import ServerRecord, recorded_server, remove_server_record, write_server_record
 from . import EXIT_FAILED
+from .errors import server_not_running, usage_server_running
 
 LEASES = "prefect.server.concurrency.lease_storage.filesystem"
 """Where the server keeps concurrency leases unless told otherwise: in its home, so a
@@ -31,6 +32,27 @@ def _healthy(url: str) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
+
+
+def _watch() -> None:
+    """Mark the runs whose process died ``Crashed`` while the server runs (``crash_dead_runs``),
+    each in one line on the server's log; a look that fails is one line too, and the next
+    goes on."""
+    import anyio
+
+    from ..errors import describe
+    from ..ops.sessions import WATCH_EVERY, crash_dead_runs
+
+    async def looks() -> None:
+        while True:
+            try:
+                for session_id in await crash_dead_runs():
+                    print(f"nexusflow: session {session_id}: its run died; marked Crashed", file=sys.stderr, flush=True)
+            except Exception as exc:
+                print(f"nexusflow: the watch for dead runs failed: {describe(exc)}", file=sys.stderr, flush=True)
+            await anyio.sleep(WATCH_EVERY)
+
+    anyio.run(looks)
 
 
 def server(*, host: str | None = None, port: int | None = None, env: bool = False) -> int:
@@ -83,6 +105,8 @@ def server(*, host: str | None = None, port: int | None = None, env: bool = Fals
         if process.poll() is None:
             write_server_record(ServerRecord(url=url, pid=process.pid, home=str(home)))
             print(f"export PREFECT_API_URL={url}", flush=True)
+            os.environ["PREFECT_API_URL"] = url  # the watch's (the server has its environment)
+            threading.Thread(target=_watch, name="nexusflow-watch", daemon=True).start()
         try:
             status = process.wait()
         except KeyboardInterrupt:  # the terminal's Ctrl-C reached the server too

@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from ..errors import MaxTurnsExceeded, output_mismatch, tool_error_not_run
-from ..events import Emit, TextChunk, ToolCallFinished, ToolCallStarted
+from ..config.output import OutputSpec, complaint
+from ..errors import MaxTurnsExceeded
 from ..messages import (
     Message,
     ModelRequest,
@@ -23,8 +23,9 @@ from ..messages import (
     ToolSpec,
     UserMessage,
 )
-from ..output import OutputSpec, complaint
+from ..state.events import Emit, TextChunk, ToolCallFinished, ToolCallStarted
 from ..tasks import ToolRecord, TurnRecord
+from .errors import output_mismatch, tool_error_not_run
 
 TurnStep = Callable[[int, ModelRequest], Awaitable[tuple[TurnRecord, bool]]]
 """(step, request) -> (record, replayed)"""

@@ -8,11 +8,11 @@ from typing import Any
 
 from prefect.events import emit_event
 
-from .._secrets import redact, redact_all
-from ..errors import AuthRequired, QuotaExhausted
+from .._support.secrets import redact, redact_all
+from ..config.waits import DeploymentSuspension, PrefectPause, answer_hint
+from ..errors import AuthRequired, BudgetExceeded, QuotaExhausted
 from ..messages import Request, RunResult, ToolCall
 from ..tasks.shown import shown
-from ..waits import DeploymentSuspension, PrefectPause, answer_hint
 
 
 def answer_command(wait_for: object, session_id: str, flow_run_id: str) -> str | None:
@@ -26,15 +26,21 @@ def answer_command(wait_for: object, session_id: str, flow_run_id: str) -> str |
     return None
 
 
-ANNOUNCED = frozenset({"AuthRequired", "QuotaExhausted"})
+ANNOUNCED = (AuthRequired, QuotaExhausted)
 """Failures an event of their own announced first (``nexusflow.auth.required``,
 ``nexusflow.quota.exhausted``): their ``nexusflow.run.failed`` carries the resource label
 ``nexusflow.announced: yes``, so that an alert on failures tells each fault once."""
 
 
-def run_ended(result: RunResult) -> None:
+def announced(failure: BaseException | None) -> bool:
+    """Whether an event of its own announced this failure first: known by its class, so a
+    subclass is announced as its base is."""
+    return isinstance(failure, ANNOUNCED)
+
+
+def run_ended(result: RunResult, failure: BaseException | None = None) -> None:
     """``nexusflow.run.completed``, ``.failed`` or ``.pending``; a run its budget stopped
-    also emits ``nexusflow.budget.exceeded``."""
+    also emits ``nexusflow.budget.exceeded``. ``failure`` is what a failed run failed with."""
     payload: dict[str, Any] = {
         "status": result.status,
         "error": result.error,
@@ -42,10 +48,9 @@ def run_ended(result: RunResult) -> None:
     }
     if result.request is not None:
         payload["request"] = _request(result.request)
-    announced = "yes" if result.error_type in ANNOUNCED else "no"
-    labels = {"nexusflow.announced": announced}
+    labels = {"nexusflow.announced": "yes" if announced(failure) else "no"}
     _emit(f"nexusflow.run.{result.status}", result.session_id, result.flow_run_id, None, payload, labels)
-    if result.error_type == "BudgetExceeded":
+    if isinstance(failure, BudgetExceeded):
         _emit("nexusflow.budget.exceeded", result.session_id, result.flow_run_id, None, {"error": result.error})
 
 

@@ -30,14 +30,13 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from .._prefect.logs import FINISHED, FLOW_RUNS, TASK_RUNS, add_filter
+from ..config.settings import settings
 from ..errors import ArgumentError, NexusflowError, unwrap
-from ..settings import settings
 
-RUN_LOGGERS = ("prefect.task_runs", "prefect.flow_runs")
+RUN_LOGGERS = (TASK_RUNS, FLOW_RUNS)
 """Where Prefect's engines log about a run (each record names its run: ``task_run_id``,
 ``flow_run_id``)."""
-FINISHED = "Finished in state "
-"""How both engines' closing line of a run begins."""
 UI_ONLY: dict[str, Any] = {"nexusflow_ui_only": True}
 """``extra=`` of a record of ours that goes to the run's logs in the UI, not the console."""
 _REMEMBERED = 1024
@@ -113,5 +112,4 @@ def failed_quietly(flow_run_id: str) -> None:
     _QUIET.mark(flow_run_id)
 
 
-for _name in RUN_LOGGERS:
-    logging.getLogger(_name).addFilter(_QUIET)
+add_filter(_QUIET, *RUN_LOGGERS)

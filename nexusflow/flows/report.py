@@ -1,18 +1,48 @@
 """What a run's flow run shows beside its task runs: the transcript, a summary (every step
-and the metrics) and a progress bar, as Prefect artifacts keyed by the session."""
+and the metrics) and a progress bar, as Prefect artifacts keyed by the session.
+
+They are the UI's view of the run, not its outcome: a write the Prefect API fails on its
+passing trouble (a server restarting, a 503 from a busy SQLite server) once Prefect's client
+has spent its retries is one INFO line, and the run goes on. Before, a progress write that
+met a server down for a minute failed a run whose every step had finished, and ``Client.run``
+started it again as a new flow run."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
+from typing import TypeVar
 from uuid import UUID
 
 import anyio
 from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifact, aupdate_progress_artifact
 
-from .._artifact_keys import artifact_key
-from .._secrets import redact
+from .._prefect.artifact_keys import artifact_key
+from .._prefect.retry import is_transient
+from .._prefect.server import logger
+from .._support.secrets import redact
+from ..errors import describe, unwrap
 from ..messages import AssistantMessage, Message, RunResult, SystemMessage, ToolMessage, UserMessage
 from .steps import StepEntry
+
+ARTIFACT_NOT_TAKEN = "the Prefect server did not take the %s artifact of session %s (%s): the UI will not show it"
+PROGRESS_PAUSE = 60.0
+"""Seconds a progress bar the API did not take waits before its next write: while the server
+is down, each write would hold a turn for Prefect's client retries (about a minute)."""
+
+T = TypeVar("T")
+
+
+async def _taken(kind: str, session_id: str, write: Awaitable[T]) -> T | None:
+    """The artifact written, or ``None`` and one INFO line when the API's passing trouble
+    outlasted Prefect's retries; any other failure is raised."""
+    try:
+        return await write
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        logger.info(ARTIFACT_NOT_TAKEN, kind, session_id, describe(unwrap(exc)))
+        return None
 
 
 def transcript(messages: list[Message]) -> str:
@@ -96,12 +126,15 @@ async def publish(result: RunResult, entries: list[StepEntry]) -> None:
     failed), written side by side."""
     session_id = result.session_id
     async with anyio.create_task_group() as group:
-        group.start_soon(_markdown, artifact_key("transcript", session_id), transcript(result.messages), "Transcript")
-        group.start_soon(_markdown, artifact_key("summary", session_id), summary(result, entries), "Steps and metrics")
+        group.start_soon(_markdown, "transcript", session_id, transcript(result.messages), "Transcript")
+        group.start_soon(_markdown, "summary", session_id, summary(result, entries), "Steps and metrics")
 
 
-async def _markdown(key: str, markdown: str, description: str) -> None:
-    await acreate_markdown_artifact(key=key, markdown=redact(markdown), description=f"{description} of the agent run")
+async def _markdown(kind: str, session_id: str, markdown: str, description: str) -> None:
+    written = acreate_markdown_artifact(
+        key=artifact_key(kind, session_id), markdown=redact(markdown), description=f"{description} of the agent run"
+    )
+    await _taken(kind, session_id, written)
 
 
 class Progress:
@@ -112,11 +145,12 @@ class Progress:
     summary says the same, and a short run at scale saves the request."""
 
     def __init__(self, session_id: str, max_turns: int, interval: float = 1.0) -> None:
+        self.session_id = session_id
         self.key = artifact_key("progress", session_id)
         self.max_turns = max_turns
         self.interval = interval
         self.artifact: UUID | None = None
-        self.updated = time.monotonic()
+        self.started = self.updated = time.monotonic()
 
     async def turn_done(self, turns: int) -> None:
         if time.monotonic() - self.updated >= self.interval:
@@ -127,7 +161,7 @@ class Progress:
         await self._show(100 * turns / self.max_turns, f"{self._say(turns)}, waiting for the quota until {until}")
 
     async def finish(self, result: RunResult) -> None:
-        if self.artifact is None and time.monotonic() - self.updated < self.interval:
+        if self.artifact is None and time.monotonic() - self.started < self.interval:
             return
         turns = result.metrics.turns
         percent = 100.0 if result.status == "completed" else 100 * turns / self.max_turns
@@ -135,10 +169,13 @@ class Progress:
 
     async def _show(self, percent: float, description: str) -> None:
         if self.artifact is None:
-            self.artifact = await acreate_progress_artifact(percent, key=self.key, description=description)
+            created = acreate_progress_artifact(percent, key=self.key, description=description)
+            self.artifact = await _taken("progress", self.session_id, created)
+            shown = self.artifact is not None
         else:
-            await aupdate_progress_artifact(self.artifact, percent, description=description)
-        self.updated = time.monotonic()
+            updated = aupdate_progress_artifact(self.artifact, percent, description=description)
+            shown = await _taken("progress", self.session_id, updated) is not None
+        self.updated = time.monotonic() + (0.0 if shown else PROGRESS_PAUSE)
 
     def _say(self, turns: int) -> str:
         return f"{turns} of at most {self.max_turns} turns"

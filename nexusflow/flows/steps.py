@@ -14,10 +14,9 @@ from prefect.filesystems import WritableFileSystem
 from prefect.results import ResultStore
 from prefect.utilities.annotations import quote
 
-from .._runtime import LiveRun, bound
+from ..config.task_config import StepOptions, TaskConfig
 from ..messages import Answer, ModelRequest, Request, ToolCall, ToolResult, Usage
-from ..suspension import Suspended, outcome_text
-from ..task_config import StepOptions, TaskConfig
+from ..state.suspension import Suspended, outcome_text
 from ..tasks import (
     ToolRecord,
     ToolRuntime,
@@ -31,6 +30,7 @@ from ..tasks import (
     tool_call,
     wait,
 )
+from ..tasks.live_run import LiveRun, bound
 
 StepKind = Literal["turn", "tool", "suspend", "wait"]
 
@@ -69,7 +69,6 @@ class Steps:
         self.storage = storage
         self.config = config
         self.tools = tools
-        self.model: TurnRuntime | None = None
         self.upstream = ""
         self.known = 0
         self.turn_key = ""
@@ -116,7 +115,8 @@ class Steps:
         self._rows.append((order, entry))
         return replayed
 
-    async def turn(self, step: int, request: ModelRequest) -> tuple[TurnRecord, bool]:
+    async def turn(self, step: int, request: ModelRequest, model: TurnRuntime) -> tuple[TurnRecord, bool]:
+        """The turn's task, given the live objects it asks the model through (``model``)."""
         order = next(self._started)
         new = [message.model_dump(mode="json", exclude_none=True) for message in request.messages[self.known :]]
         settings = request.model_dump(mode="json", exclude={"messages"}) if not self.upstream else None
@@ -124,8 +124,7 @@ class Steps:
         forget(key)
         self.turn_key = key  # calls an ACP agent makes during the turn follow it
         task = self.configured(model_turn, self.config.turn)
-        assert self.model is not None, "the transport is open before the first turn"
-        state = await task(self.session_id, step, key, quote(request), quote(self.model), self.known, return_state=True)
+        state = await task(self.session_id, step, key, quote(request), quote(model), self.known, return_state=True)
         record = TurnRecord.model_validate(await state.aresult())
         replayed = self._record(
             order, "turn", f"turn-{step}", state.name, record.seconds, record.reply.usage, record.answered_by

@@ -1,6 +1,6 @@
 """Prefect tasks: a model turn and a tool call, each keyed by its position in the run."""
 
-from .._digest import digest
+from .._support.digest import digest
 from .keys import chained_key
 from .pending_call import suspension, wait
 from .session import remembered

@@ -16,8 +16,8 @@ from typing import Any
 from prefect.cache_policies import CachePolicy
 from prefect.context import TaskRunContext
 
-from .._digest import digest
-from .._storage import steps_prefix
+from .._prefect.storage import steps_prefix
+from .._support.digest import digest
 
 
 def step_key(session_id: str, step: int, kind: str, call: int, inputs: Any) -> str:

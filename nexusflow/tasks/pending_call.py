@@ -10,9 +10,9 @@ from prefect import get_run_logger, task
 from prefect.client.schemas.objects import State
 from prefect.states import Completed
 
-from .._storage import synced
-from ..errors import wait_for_returned
+from .._prefect.storage import synced
 from ..messages import Answer, Request
+from .errors import wait_for_returned
 from .keys import POSITIONAL_KEY
 from .shown import shown
 from .stored import note_unstored

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from prefect import task
 
-from .._storage import synced
+from .._prefect.storage import synced
 from .keys import POSITIONAL_KEY
 from .stored import note_unstored
 

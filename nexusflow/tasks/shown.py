@@ -4,7 +4,7 @@ can hold (a tool may return megabytes)."""
 
 from __future__ import annotations
 
-from .._secrets import redact
+from .._support.secrets import redact
 
 LIMIT = 2000
 

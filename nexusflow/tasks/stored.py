@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from prefect.transactions import Transaction
 
-from .._storage import storage_failure
-from ..errors import storage_step_failed, storage_step_rolled_back
+from .._prefect.errors import storage_step_failed
+from .._prefect.storage import storage_failure
+from .errors import storage_step_rolled_back
 
 _rolled_back: set[str] = set()
 

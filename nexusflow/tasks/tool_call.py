@@ -20,16 +20,16 @@ from prefect.client.schemas.objects import State
 from prefect.states import Completed
 from pydantic import BaseModel
 
-from .._locks import slot
-from .._position import CallPosition
-from .._storage import synced
-from ..errors import hook_returned, tool_error_too_deep, tool_error_too_large
-from ..hooks import AfterTool, BeforeTool, call_hook
+from .._prefect.locks import slot
+from .._prefect.storage import synced
+from ..config.hooks import AfterTool, BeforeTool, call_hook
+from ..config.policies import ToolPolicy, concurrency_limit_name, policy_for
+from ..config.settings import ARGUMENT_DEPTH, TOOL_RESULT
 from ..messages import Answer, Request, ToolCall, ToolResult, nests_deeper
-from ..policies import ToolPolicy, concurrency_limit_name, policy_for
-from ..settings import ARGUMENT_DEPTH, TOOL_RESULT
-from ..suspension import Suspension, answer_var
+from ..state._position import CallPosition
+from ..state.suspension import Suspension, answer_var
 from ..toolkit import Toolkit
+from .errors import hook_returned, tool_error_too_deep, tool_error_too_large
 from .keys import POSITIONAL_KEY
 from .shown import shown
 from .stored import note_unstored

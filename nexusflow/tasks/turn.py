@@ -13,21 +13,23 @@ from typing import Any, Literal
 from prefect import get_run_logger, task
 from prefect.transactions import CommitMode, atransaction
 from pydantic import BaseModel, Field
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+from tenacity import RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from .._storage import synced
-from ..budget import Holder, check, count
-from ..errors import QuotaExhausted, TransientError, hook_returned, model_empty_reply
-from ..events import Emit
-from ..hooks import AfterLlm, BeforeLlm, call_hook
+from .._prefect.storage import synced
+from .._support.retrying import Retrying
+from ..config.hooks import AfterLlm, BeforeLlm, call_hook
+from ..config.subscription import SubscriptionLimit
+from ..errors import QuotaExhausted, TransientError
 from ..messages import AssistantMessage, Message, ModelReply, ModelRequest, ToolCall
-from ..subscription import SubscriptionLimit
+from ..state.budget import Holder, check, count
+from ..state.events import Emit
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
 from ..transports.fallback import OWN, Fallbacks
+from .errors import hook_returned, model_empty_reply
 from .keys import POSITIONAL_KEY
 from .shown import shown
 from .stored import note_unstored
-from .subscription_slot import known_spent, record_spent, subscription_slot
+from .subscription import known_spent, record_spent, subscription_slot
 from .tool_call import ToolRecord
 
 MAX_RETRY_WAIT = 60.0
@@ -192,7 +194,7 @@ async def _attempts(
             shown(str(error)),
         )
 
-    retrying = AsyncRetrying(
+    retrying = Retrying(
         stop=stop_after_attempt(1 + runtime.retries),
         wait=wait_exponential_jitter(multiplier=runtime.retry_wait, max=MAX_RETRY_WAIT, jitter=runtime.retry_wait),
         retry=retry_if_exception_type(TransientError),

@@ -20,10 +20,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import nexusflow._storage as storage
-from nexusflow._position import CallPosition
+import nexusflow._prefect.storage as storage
+from nexusflow.config.policies import NO_POLICY, ToolPolicy
 from nexusflow.messages import ToolResult
-from nexusflow.policies import NO_POLICY, ToolPolicy
+from nexusflow.state._position import CallPosition
 from nexusflow.toolkit.core import Toolkit
 
 

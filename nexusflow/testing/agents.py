@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import no_scripted_recipe
 from ..transports.oneshot.style import CliStyles
+from .errors import no_scripted_recipe
 
 FAKE_KEY = "nexusflow-scripted-key"
 

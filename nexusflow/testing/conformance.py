@@ -22,7 +22,7 @@ from pathlib import Path
 from ..cli_client import create_cli_client
 from ..errors import NexusflowError
 from ..messages import ModelRequest, RunResult, UserMessage
-from ..sessions import forget_session
+from ..ops.sessions import forget_session
 from ..toolkit import Toolkit, tool
 from ..transports.choice import Transport
 from ..transports.oneshot.reports import TOKENLESS

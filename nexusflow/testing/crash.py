@@ -28,9 +28,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..errors import (
-    CrashResumeError,
-    argument_wrong,
+from ..config.errors import argument_wrong
+from ..errors import CrashResumeError
+from .errors import (
     crash_boundary,
     crash_ended,
     crash_no_steps,

@@ -29,10 +29,20 @@ from prefect.filesystems import WritableFileSystem
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import RootModel
 
-from .._checks import check_session_id
-from .._storage import read_step, step_storage, steps_prefix
-from .._storage_tree import children, files
-from ..errors import (
+from .._prefect.storage import read_step, step_storage, steps_prefix
+from .._prefect.storage_tree import children, files
+from ..config._checks import check_session_id
+from ..flows.steps import asked
+from ..messages import Answer, AssistantMessage, Message, ModelRequest, ToolCall, ToolMessage, ToolResult, UserMessage
+from ..ops.sessions import session_info
+from ..state.store import SessionStore, read_inputs
+from ..tasks import TurnRecord, chained_key
+from ..tasks.keys import step_key
+from ..tasks.tool_call import ToolRecord
+from ..transports.acp.turn import pending_result
+from ..transports.cassette import CassetteFile, Scrub, default_places, exported, schema, secret_values
+from ..transports.oneshot.style import CliStyles
+from .errors import (
     export_acp_answered_by,
     export_acp_steps,
     export_acp_style,
@@ -44,16 +54,6 @@ from ..errors import (
     export_no_turns,
     export_running,
 )
-from ..flows.steps import asked
-from ..memory import SessionStore, read_inputs
-from ..messages import Answer, AssistantMessage, Message, ModelRequest, ToolCall, ToolMessage, ToolResult, UserMessage
-from ..sessions import session_info
-from ..tasks import TurnRecord, chained_key
-from ..tasks.keys import step_key
-from ..tasks.tool_call import ToolRecord
-from ..transports.acp.turn import pending_result
-from ..transports.cassette import CassetteFile, Scrub, default_places, exported, schema, secret_values
-from ..transports.oneshot.style import CliStyles
 from .export_acp import ExportedCall, ExportedTurn, acp_sessions
 
 _RECORD = re.compile(r"0-[0-9a-f]+")

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .._secrets import MASK
+from .._support.secrets import MASK
 from ..messages import AssistantMessage, Message, ModelReply, ModelRequest, ToolResult
 from ..tasks import TurnRecord
 from ..transports.acp.cassette import SERVER, URL, VERSION, walk

@@ -43,7 +43,7 @@ def cassette_path(request: pytest.FixtureRequest) -> Path:
 def nexusflow_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
     """The test's cassette, in use by every CLI client the test opens without one of its
     own. The marker may give ``path`` (relative to the test file) and ``mode``."""
-    from ..errors import option_unknown
+    from ..config.errors import option_unknown
     from ..transports.cassette import Cassette
 
     marker = request.node.get_closest_marker(MARKER)

@@ -9,10 +9,10 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .._checks import sequence
-from ..errors import scripted_call_not_json, scripted_model_has_no_reply
+from ..config._checks import sequence
 from ..messages import AssistantMessage, ModelReply, ModelRequest, ToolMessage, UserMessage
 from ..transports import coerce_reply
+from .errors import scripted_call_not_json, scripted_model_has_no_reply
 
 ReplyLike = ModelReply | dict[str, Any] | str
 ScriptStep = ReplyLike | Callable[[ModelRequest], ReplyLike]

@@ -10,21 +10,22 @@ from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
 import anyio
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
+from tenacity import retry_if_exception_type, stop_after_attempt, wait_fixed
 
-from .._checks import optional_text, sequence
-from .._position import CallPosition
-from .._secrets import get_logger
-from ..errors import (
-    argument_wrong,
+from .._support.retrying import Retrying
+from .._support.secrets import get_logger
+from ..config._checks import optional_text, sequence
+from ..config.errors import argument_wrong
+from ..config.policies import NO_POLICY, ToolPolicy
+from ..messages import ToolResult, ToolSpec, repair_json
+from ..state._position import CallPosition
+from .errors import (
     tool_error_arguments,
     tool_error_raised,
     tool_error_timed_out,
     tool_error_unknown,
     toolkit_duplicate_tool,
 )
-from ..messages import ToolResult, ToolSpec, repair_json
-from ..policies import NO_POLICY, ToolPolicy
 from .functions import FunctionTool
 from .mcp import McpTool, connect_server, load_mcp_config
 from .skills import SkillTool, load_skills, skills_prompt
@@ -89,7 +90,7 @@ async def _with_policy(
 
     if policy.retries == 0:  # most calls: no retry object to build (benchmarks/README.md)
         return await attempt()
-    retrying = AsyncRetrying(
+    retrying = Retrying(
         stop=stop_after_attempt(policy.retries + 1),
         wait=wait_fixed(policy.retry_delay),
         retry=retry_if_exception_type(policy.retry_on),

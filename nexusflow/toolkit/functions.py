@@ -13,11 +13,11 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
-from .._checks import function, optional_text
-from .._secrets import get_logger
-from ..errors import tool_error_arguments, tool_signature_unreadable, tool_takes_variadic_arguments
+from .._support.secrets import get_logger
+from ..config._checks import function, optional_text
 from ..messages import FunctionSpec, ToolResult, ToolSpec, repair_json
-from ..suspension import Suspension
+from ..state.suspension import Suspension
+from .errors import tool_error_arguments, tool_signature_unreadable, tool_takes_variadic_arguments
 
 logger = get_logger("nexusflow.toolkit")
 

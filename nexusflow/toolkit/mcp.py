@@ -18,17 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._env import expand, expand_all
-from .._secrets import get_logger, redact
-from ..errors import (
-    McpCallError,
-    describe,
-    mcp_config_invalid,
-    mcp_config_not_json,
-    mcp_config_unreadable,
-    mcp_server_failed,
-)
+from .._support.secrets import get_logger, redact
+from ..config._env import expand, expand_all
+from ..errors import McpCallError, describe
 from ..messages import FunctionSpec, ToolResult, ToolSpec
+from .errors import mcp_config_invalid, mcp_config_not_json, mcp_config_unreadable, mcp_server_failed
 
 if TYPE_CHECKING:  # the MCP SDK costs ~0.4 s to import: only runs with an MCP server pay it
     from mcp import Client

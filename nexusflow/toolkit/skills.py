@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ..errors import (
+from ..messages import FunctionSpec, ToolResult, ToolSpec
+from .errors import (
     skills_duplicate,
     skills_front_matter_incomplete,
     skills_front_matter_not_mapping,
@@ -20,7 +21,6 @@ from ..errors import (
     skills_not_a_directory,
     tool_error_arguments,
 )
-from ..messages import FunctionSpec, ToolResult, ToolSpec
 
 SKILL_TOOL = "skill"
 

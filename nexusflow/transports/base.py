@@ -14,8 +14,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..events import Emit
 from ..messages import ModelReply, ModelRequest, ToolCall, ToolResult, ToolSpec
+from ..state.events import Emit
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,12 @@ from contextlib import asynccontextmanager
 from enum import StrEnum
 from typing import Any
 
-from .._secrets import get_logger
-from ..errors import (
-    AcpError,
+from .._support.secrets import get_logger
+from ..errors import AcpError
+from .acp.transport import AcpConfig, AcpTransport, check_cwd
+from .base import Log, ModelTransport, TransportFactory
+from .cassette import Cassette, active_cassette
+from .errors import (
     acp_unavailable,
     cli_command_required,
     cli_transport_unknown,
@@ -21,9 +24,6 @@ from ..errors import (
     no_acp_declared,
     no_acp_in_cassette,
 )
-from .acp.transport import AcpConfig, AcpTransport, check_cwd
-from .base import Log, ModelTransport, TransportFactory
-from .cassette import Cassette, active_cassette
 from .oneshot.process import MAX_OUTPUT
 from .oneshot.style import CliStyle, CliStyles
 from .oneshot.transport import CliConfig, CliTransport, resolve_style

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,16 +11,10 @@ from typing import Any
 import anyio.to_thread
 from pydantic import ValidationError
 
-from ..errors import (
-    AuthRequired,
-    ModelError,
-    QuotaExhausted,
-    model_generate_raised,
-    model_reply_invalid,
-    model_reply_unusable,
-)
+from ..errors import AuthRequired, ModelError, QuotaExhausted
 from ..messages import ModelReply, ModelRequest
 from .base import Log, TransportFactory, TurnScope
+from .errors import model_generate_raised, model_reply_invalid, model_reply_unusable
 
 Generate = Callable[[ModelRequest], ModelReply | dict[str, Any] | str | Awaitable[ModelReply | dict[str, Any] | str]]
 
@@ -50,10 +45,29 @@ def _http_status(exc: BaseException) -> int | None:
     return None
 
 
-_UNREACHED = frozenset({"ConnectionError", "ConnectError", "ConnectTimeout", "APIConnectionError"})
-"""Connection errors by class name, as statuses are found by shape: requests'
-``ConnectionError``, httpx's ``ConnectError`` and ``ConnectTimeout``, the openai and anthropic
-SDKs' ``APIConnectionError`` (which those SDKs retry themselves)."""
+_UNREACHED = (
+    ("httpx", ("ConnectError", "ConnectTimeout")),
+    ("requests.exceptions", ("ConnectionError",)),
+    ("openai", ("APIConnectionError",)),
+    ("anthropic", ("APIConnectionError",)),
+)
+"""Where the connection errors of the usual HTTP clients live: httpx's ``ConnectError`` and
+``ConnectTimeout``, requests' ``ConnectionError``, the openai and anthropic SDKs'
+``APIConnectionError`` (which those SDKs retry themselves)."""
+
+
+def _unreached() -> tuple[type[BaseException], ...]:
+    """The connection errors of those clients that this process imported: an error a client
+    raised comes from a process that imported it, so none is imported here, and an error is
+    known by its class (a subclass as its base), never by its name."""
+    found: list[type[BaseException]] = [ConnectionError]
+    for module, names in _UNREACHED:
+        loaded = sys.modules.get(module)
+        for name in names:
+            cls = getattr(loaded, name, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                found.append(cls)
+    return tuple(found)
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -62,7 +76,7 @@ def _is_transient(exc: BaseException) -> bool:
     status = _http_status(exc)
     if status is not None:
         return status == 429 or 500 <= status <= 599
-    return isinstance(exc, ConnectionError) or any(cls.__name__ in _UNREACHED for cls in type(exc).__mro__)
+    return isinstance(exc, _unreached())
 
 
 class InProcessTransport:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..errors import cli_retry_pattern
+from .errors import cli_retry_pattern
 
 
 def retry_patterns(patterns: str | Sequence[str]) -> tuple[str, ...]:

@@ -23,9 +23,9 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ...errors import scripted_server_not_started
 from ...transports.oneshot.style import CliStyles
 from ..agents import scripted_environment
+from ..errors import scripted_server_not_started
 from .anthropic import Anthropic
 from .gemini import Gemini
 from .openai_chat import OpenAIChat
@@ -44,6 +44,9 @@ class Recorded:
     body: Any
     side: bool
     headers: dict[str, str] = field(default_factory=dict)
+    at: float = field(default_factory=time.time)
+    """When it arrived (seconds since the epoch, like a log record's ``created``): what
+    reached the model before a deadline."""
 
 
 _SECRET_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")

@@ -34,16 +34,11 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..._env import expand
-from ...errors import (
-    CassetteMismatch,
-    MissingVariableError,
-    cassette_acp_ended,
-    cassette_acp_nearest,
-    cassette_no_acp_session,
-)
+from ...config._env import expand
+from ...errors import CassetteMismatch, MissingVariableError
 from ...messages import ToolResult
 from ..cassette import AcpEvent, AcpSession, Cassette, Scrub, ToolUse, secret_values
+from ..errors import cassette_acp_ended, cassette_acp_nearest, cassette_no_acp_session
 from .handshake import capability
 from .served import ServedToolkit
 

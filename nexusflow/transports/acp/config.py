@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import acp_cwd_outside
+from ..errors import acp_cwd_outside
 from ..oneshot.style import CliStyle
 
 

@@ -20,8 +20,9 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
-from ..._secrets import get_logger, redact
-from ...errors import AcpError, RemoteError, acp_exited, acp_input_closed, acp_line_too_long
+from ..._support.secrets import get_logger, redact
+from ...errors import AcpError, RemoteError
+from ..errors import acp_exited, acp_input_closed, acp_line_too_long
 from ..oneshot.process import MAX_OUTPUT
 
 logger = get_logger("nexusflow.acp")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import acp_initialize_not_object, acp_protocol_version
+from ..errors import acp_initialize_not_object, acp_protocol_version
 
 PROTOCOL_VERSION = 1
 CLIENT_CAPABILITIES: dict[str, Any] = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}

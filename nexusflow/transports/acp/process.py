@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -14,10 +15,10 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import Process
 
-from ..._env import expand_all
-from ..._launches import forget_launch, kill_group, note_launch
-from ..._secrets import register_environment
-from ...errors import acp_exit_detail, acp_not_found, acp_permission_denied
+from ..._support.launches import forget_launch, kill_group, note_launch
+from ..._support.secrets import register_environment
+from ...config._env import expand_all
+from ..errors import acp_exit_detail, acp_not_found, acp_permission_denied
 
 if TYPE_CHECKING:
     from .config import AcpConfig
@@ -119,8 +120,20 @@ class AgentProcess:
         with anyio.CancelScope(shield=True):
             if process.stdin is not None:
                 await process.stdin.aclose()
+            launch = self.config.style.acp
+            if launch is not None and launch.terminate_on_close:
+                _terminate_group(process.pid)
             with anyio.move_on_after(1):
                 await process.wait()
             kill_group(process.pid)
             self._remove_scratch()
             await process.aclose()
+
+
+def _terminate_group(pid: int) -> None:
+    """SIGTERM the agent's group: each process ends as it would at its own adapter's stop,
+    at once rather than after its grace; the SIGKILL that follows ends what did not."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass

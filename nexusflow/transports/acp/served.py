@@ -24,9 +24,9 @@ from typing import Any
 
 import anyio
 
-from ..._secrets import get_logger, register
+from ..._support.secrets import get_logger, register
+from ...config.settings import settings
 from ...messages import ToolResult, ToolSpec
-from ...settings import settings
 
 logger = get_logger("nexusflow.acp")
 

@@ -7,7 +7,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...errors import RemoteError, acp_cannot_set_model, acp_no_session_id
+from ...errors import RemoteError
+from ..errors import acp_cannot_set_model, acp_no_session_id
 from .auth import not_logged_in
 from .bridge import TOKEN_VARIABLE
 from .config import AcpConfig
@@ -48,7 +49,7 @@ class Session:
 
     async def new(self, request: Request, servers: list[dict[str, Any]]) -> str:
         try:
-            reply = await request("session/new", {"cwd": self.config.cwd, "mcpServers": servers})
+            reply = await request("session/new", self._params({"cwd": self.config.cwd, "mcpServers": servers}))
         except RemoteError as exc:
             if (login := not_logged_in(self.config.style, exc)) is not None:
                 raise login from exc
@@ -66,7 +67,7 @@ class Session:
         """Resume if advertised, else load if advertised, else (or when the agent fails to)
         a fresh session seeded with the transcript; the log says which, never silently.
         Finished tool calls replay from storage whatever the agent remembers."""
-        params = {"sessionId": agent_session, "cwd": self.config.cwd, "mcpServers": servers}
+        params = self._params({"sessionId": agent_session, "cwd": self.config.cwd, "mcpServers": servers})
         method = None
         if capability(capabilities, "sessionCapabilities", "resume"):
             method, verb = "session/resume", "resuming"
@@ -93,6 +94,13 @@ class Session:
                 self.replaying = False
         await self.new(request, servers)
         self.seed = True
+
+    def _params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """With the style's ``_meta`` on every request that makes a session: an adapter
+        builds the agent from the request that opens it, a resumed one included (claude's
+        adapter would otherwise start the resumed agent with its own tools back on)."""
+        meta = self.config.style.acp.session_meta if self.config.style.acp else {}
+        return {**params, "_meta": meta} if meta else params
 
     async def configure(self, request: Request) -> None:
         reply = as_object(self._reply)

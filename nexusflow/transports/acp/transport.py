@@ -21,10 +21,11 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ...errors import AcpError, RemoteError, acp_ended, acp_no_initialize
+from ...errors import AcpError, RemoteError
 from ...messages import ModelReply, ModelRequest, ToolResult, ToolSpec
 from ..base import Remember, TurnScope
 from ..cassette import Cassette
+from ..errors import acp_ended, acp_no_initialize
 from .cassette import Played, Recording, SessionScrub
 from .config import AcpConfig, check_cwd
 from .connection import Connection, MethodNotFound

@@ -14,16 +14,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ...errors import (
-    AcpError,
-    AcpTransientError,
-    QuotaExhausted,
-    RemoteError,
-    acp_exited_during_turn,
-    acp_prompt_failed,
-    acp_turn_timed_out,
-)
-from ...events import ToolCallFinished, ToolCallStarted
+from ...errors import AcpError, AcpTransientError, QuotaExhausted, RemoteError
 from ...messages import (
     AssistantMessage,
     Message,
@@ -37,10 +28,12 @@ from ...messages import (
     Usage,
     UserMessage,
 )
-from ...suspension import Suspended
+from ...state.events import ToolCallFinished, ToolCallStarted
+from ...state.suspension import Suspended
 from ..base import TurnScope
-from ..quota import spent_quota
+from ..errors import acp_exited_during_turn, acp_prompt_failed, acp_turn_timed_out
 from ..retry_on import retry_matches
+from ..subscription import spent_quota
 from .auth import not_logged_in
 from .connection import Connection, as_object
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ...events import TextChunk, ThoughtChunk
+from ...state.events import TextChunk, ThoughtChunk
 from .connection import as_object
 from .turn import Turn, text_of
 

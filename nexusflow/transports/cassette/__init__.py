@@ -1,6 +1,6 @@
 """Cassettes: an agent CLI's launches recorded once and replayed offline (see ``cassette``)."""
 
-from ..._secrets import secret_values
+from ..._support.secrets import secret_values
 from .cassette import Cassette, active_cassette, exported
 from .normalise import Scrub, default_places
 from .schema import VERSION, AcpEvent, AcpSession, Answer, Asked, CassetteFile, Launch, ToolUse

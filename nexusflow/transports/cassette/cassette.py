@@ -21,16 +21,16 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
-from ...errors import (
-    CassetteMismatch,
+from ...config.settings import CassetteMode, settings
+from ...errors import CassetteMismatch
+from ...messages import ModelReply
+from ..errors import (
     cassette_missing,
     cassette_mode_unknown,
     cassette_nearest,
     cassette_nothing_recorded,
     cassette_played_out,
 )
-from ...messages import ModelReply
-from ...settings import CassetteMode, settings
 from . import schema
 from .normalise import Scrub, default_places
 from .schema import AcpSession, Answer, Asked, CassetteFile, Launch

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..._secrets import MASK, longest, redact
+from ..._support.secrets import MASK, longest, redact
 
 TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")
 _TIMED = r'("(?:timestamp|created|createdAt|updatedAt|start|end)"\s*:\s*)'

@@ -30,7 +30,8 @@ from pydantic import (
     model_validator,
 )
 
-from ...errors import (
+from ...messages import ModelReply
+from ..errors import (
     cassette_acp_before_version_3,
     cassette_acp_event_mixed,
     cassette_export_in_version_1,
@@ -41,7 +42,6 @@ from ...errors import (
     cassette_unreadable,
     cassette_version,
 )
-from ...messages import ModelReply
 
 VERSION: Literal[3] = 3
 """The newest version this nexusflow writes."""

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import arguments_not_json, arguments_number_too_long, arguments_too_deep
 from ...messages import Message, ModelReply, ModelRequest, ToolCall, ToolMessage, nests_deeper, repair_text
+from ..errors import arguments_not_json, arguments_number_too_long, arguments_too_deep
 
 PREAMBLE = """\
 You are the model behind a tool-calling agent. Below, after REQUEST:, is a chat-completions request as JSON: \

@@ -24,8 +24,8 @@ import anyio
 from anyio import CancelScope
 from anyio.abc import ByteReceiveStream, Process
 
-from ..._launches import kill_group, kill_tagged, noted
-from ...errors import cli_not_found, cli_output_limit, cli_permission_denied, cli_timed_out
+from ..._support.launches import kill_group, kill_tagged, noted
+from ..errors import cli_not_found, cli_output_limit, cli_permission_denied, cli_timed_out
 
 MAX_OUTPUT = 16 * 2**20
 """Default cap, in bytes, on each of stdout and stderr: past it the turn fails."""

@@ -13,9 +13,9 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, NamedTuple, NoReturn
 
-from ...errors import cli_output_lacks_field, cli_output_not_json
 from ...messages import Usage
-from ..quota import EPOCH, Quota, resets_at, spent_quota
+from ..errors import cli_output_lacks_field, cli_output_not_json
+from ..subscription import EPOCH, Quota, resets_at, spent_quota
 
 ReportName = Literal["claude", "codex", "gemini", "copilot", "opencode", "goose"]
 
@@ -75,7 +75,10 @@ def _message(value: Any) -> str | None:
 
 
 def _claude(stdout: str, stderr: str) -> Reported:
-    """``--output-format json``: one result object; ``modelUsage`` is keyed by model."""
+    """``--output-format json``: one result object; ``modelUsage`` is keyed by model. A
+    failure is ``is_error`` with the model's words in ``result``: that is the error, not
+    stderr, where 2.1.332 adds a diagnostic of its own (``[claude-code:unrecognized_model]``
+    for a model id it does not know) that would otherwise hide them."""
     result = _object(stdout)
     usage = _dict(result.get("usage"))
     models = list(_dict(result.get("modelUsage")))
@@ -90,6 +93,7 @@ def _claude(stdout: str, stderr: str) -> Reported:
             cost_usd=_cost(result.get("total_cost_usd")),
             model=models[0] if len(models) == 1 else None,
         ),
+        error=said,
         quota=Quota(resets_at(said or "")) if spent else None,
     )
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ...errors import (
-    AuthRequired,
+from ...errors import AuthRequired
+from ..errors import (
     cli_custom_style_has_no_file,
     cli_style_invalid,
     cli_style_not_json,
@@ -69,6 +69,17 @@ class AcpLaunch(BaseModel):
     )
     env: dict[str, str] = Field(default_factory=dict, description="Environment an unattended session needs.")
     mode: str | None = Field(default=None, description="Session mode to switch to, when the agent offers it.")
+    session_meta: dict[str, Any] = Field(
+        default_factory=dict,
+        description="`_meta` sent with session/new, session/resume and session/load: the agent's own options"
+        " that have no protocol field (claude-agent-acp: its built-in tools off, no title or suggestion requests).",
+    )
+    terminate_on_close: bool = Field(
+        default=False,
+        description="Send the agent's process group SIGTERM as soon as its stdin is closed, for an agent that"
+        " otherwise lingers (codex-acp waits 2 s for its app-server, then sends it SIGTERM itself);"
+        " without it nexusflow waits up to 1 s for the agent to exit, then kills the group.",
+    )
     verified: str = Field(description=f"The agent version this launch was checked against, or {UNVERIFIED}.")
 
 

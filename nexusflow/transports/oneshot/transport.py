@@ -13,13 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..._env import expand, expand_all
-from ..._secrets import register_environment
-from ...errors import (
-    CliError,
-    CliTransientError,
-    MissingVariableError,
-    QuotaExhausted,
+from ..._support.secrets import register_environment
+from ...config._env import expand, expand_all
+from ...errors import CliError, CliTransientError, MissingVariableError, QuotaExhausted
+from ...messages import ModelReply, ModelRequest, TurnStats, Usage
+from ..base import TurnScope
+from ..cassette import Answer, Asked, Cassette, Scrub, secret_values
+from ..errors import (
     cli_empty_reply,
     cli_exit,
     cli_malformed_reply,
@@ -36,9 +36,6 @@ from ...errors import (
     cli_style_wrong_type,
     cli_takes_no_model,
 )
-from ...messages import ModelReply, ModelRequest, TurnStats, Usage
-from ..base import TurnScope
-from ..cassette import Answer, Asked, Cassette, Scrub, secret_values
 from ..retry_on import retry_matches
 from .envelope import REQUEST_MARKER, parse_reply, render, request_json
 from .process import MAX_OUTPUT, Finished, run_cli
