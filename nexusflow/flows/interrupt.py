@@ -50,7 +50,7 @@ from typing import Any
 from uuid import UUID
 
 import anyio
-from prefect.client.orchestration import get_client
+from prefect.client.orchestration import PrefectClient, get_client
 from prefect.client.schemas.filters import (
     FlowRunFilter,
     FlowRunFilterId,
@@ -74,8 +74,9 @@ SETTLE_WITHIN = 10.0
 """Seconds that moving an interrupted run's states may take before it is given up with a warning."""
 SETTLE_PASS = 1.0
 """Seconds between two passes over the interrupted run's task runs (``_cancelled``)."""
-UNSETTLED = [StateType.CRASHED, StateType.RUNNING, StateType.PENDING]
-"""The task-run states a cancellation leaves behind, moved to ``Cancelled``."""
+UNSETTLED = [StateType.CRASHED, StateType.RUNNING, StateType.PENDING, StateType.SCHEDULED]
+"""The task-run states a cancellation leaves behind, moved to ``Cancelled`` (``SCHEDULED``: a
+step waiting for its retry)."""
 CANCELLED_ALREADY = (StateType.CANCELLED, StateType.CANCELLING, StateType.CRASHED)
 """The flow-run states that say the run was cancelled, whoever asked: given the pinned message."""
 
@@ -351,26 +352,32 @@ def _pass_on_to_group(number: int) -> None:
 async def _cancelled(flow_run_id: UUID, message: str, owns_intent: bool) -> None:
     """The run's task runs that the cancellation went through, and the run, read ``Cancelled``.
 
-    A task run's states reach the server as events, after the API's own writes: a crash the
-    server records after the first pass (a tool's program that the signal ended first, a
-    busy server) would stand, so the passes go on, a second apart, until one finds nothing
-    left to cancel. The flow run is cancelled here when this process set the cancel intent
-    (a ``kill``, not its runner's cancel): Prefect's engine exits 0 when an intent is set,
-    and its runner, which did not ask, would leave it Running."""
-    passes = 0
+    The flow run is marked after the first pass over its task runs, before any other: on a
+    busy server the passes may outlast ``SETTLE_WITHIN``, and the run must not stay Running
+    for it. It is cancelled here when this process set the cancel intent (a ``kill``, not its
+    runner's cancel): Prefect's engine exits 0 when an intent is set, and its runner, which
+    did not ask, would leave it Running. A task run's states reach the server as events, after
+    the API's own writes: a crash the server records after the first pass (a tool's program
+    that the signal ended first, a busy server) would stand, so the passes go on, a second
+    apart, until one after the first finds nothing left to cancel."""
     async with get_client() as client:
-        while True:
-            left = await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
-                task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=UNSETTLED))),
-            )
-            for task_run in left:
-                await client.set_task_run_state(task_run.id, Cancelled(message=message), force=True)
-            passes += 1
-            if not left and passes > 1:
-                break
-            await anyio.sleep(SETTLE_PASS)
+        await _cancel_task_runs(client, flow_run_id, message)
         run = await client.read_flow_run(flow_run_id)
         state = run.state
         if state is None or state.type in CANCELLED_ALREADY or (owns_intent and not state.is_final()):
             await client.set_flow_run_state(flow_run_id, Cancelled(message=message), force=True)
+        while True:
+            await anyio.sleep(SETTLE_PASS)
+            if not await _cancel_task_runs(client, flow_run_id, message):
+                break
+
+
+async def _cancel_task_runs(client: PrefectClient, flow_run_id: UUID, message: str) -> int:
+    """One pass: the run's unsettled task runs read ``Cancelled``; how many there were."""
+    left = await client.read_task_runs(
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+        task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=UNSETTLED))),
+    )
+    for task_run in left:
+        await client.set_task_run_state(task_run.id, Cancelled(message=message), force=True)
+    return len(left)

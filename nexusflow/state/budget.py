@@ -12,6 +12,7 @@ so they may each overspend by the turns they run at the same moment.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import anyio
@@ -49,7 +50,9 @@ class Holder:
     budget: Budget
 
 
-_locks: dict[str, anyio.Lock] = {}
+_locks: weakref.WeakValueDictionary[str, anyio.Lock] = weakref.WeakValueDictionary()
+"""A lock per holder while some run of this process updates its spend: weak, so a process that
+serves runs for weeks does not keep one for every session it ever saw."""
 
 
 def _lock(session_id: str) -> anyio.Lock:

@@ -37,7 +37,7 @@ import httpx
 import pytest
 
 from cli_fixtures import FAKE_CLI, FakeCli, envelope_answer, envelope_calls, styled
-from helpers.homes import new_user_environment, nexusflow_server, noise, served
+from helpers.homes import new_user_environment, nexusflow_server, loud, noise, served
 from helpers.receiver import FLOW_RUN, Receiver, normalised
 from helpers.servers import migrated_home, spawn, stop
 
@@ -393,4 +393,4 @@ def test_a_night_tells_each_fault_once_and_leaves_nothing_behind(tmp_path):
         ]
     ), f"one notification per fault, none for the healthy runs: {got}"
     assert all(ui in b["body"] for b in receiver.bodies), "the links are the server's UI"
-    assert noise(everything) == [], everything[-5000:]
+    assert noise(everything) == [], loud(everything)

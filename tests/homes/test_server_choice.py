@@ -20,7 +20,7 @@ import pytest
 
 from nexusflow import RunResult
 
-from helpers.homes import new_user_environment, nexusflow_server, noise, served
+from helpers.homes import new_user_environment, nexusflow_server, loud, noise, served
 from helpers.servers import migrated_home
 
 pytestmark = pytest.mark.xdist_group("server-choice")  # the two homes' servers start once, on one worker
@@ -72,7 +72,7 @@ def test_a_python_program_uses_the_server_of_its_own_home(homes):
     assert recorded_on(a.url, result) and not recorded_on(b.url, result)
     assert f"using the Prefect server that `nexusflow server` runs for {a.path}: {a.url}" in stderr
     assert "Starting temporary server" not in stderr
-    assert noise(stderr) == [], stderr
+    assert noise(stderr) == [], loud(stderr)
     print(f"a run against its home's server: {time.monotonic() - started:.1f}s")
 
 
@@ -85,7 +85,7 @@ def test_the_command_uses_the_server_of_its_own_home(homes):
     run_id = done.stderr.split("/runs/flow-run/")[1].split()[0]
     assert httpx.get(f"{b.url}/flow_runs/{run_id}").status_code == 200
     assert httpx.get(f"{a.url}/flow_runs/{run_id}").status_code == 404
-    assert noise(done.stderr) == [], done.stderr
+    assert noise(done.stderr) == [], loud(done.stderr)
 
 
 def test_prefect_api_url_wins_over_the_homes_server(homes):
@@ -176,7 +176,7 @@ def test_without_a_live_server_of_its_own_a_home_runs_embedded(homes, tmp_path):
         assert result.status == "completed" and result.text == "hi", result.error
         assert "using an embedded Prefect server" in err and "Starting temporary server" in err
         assert not recorded_on(a.url, result)
-        assert noise(err) == [], err
+        assert noise(err) == [], loud(err)
 
 
 def test_a_stopped_server_takes_its_record_with_it(homes):

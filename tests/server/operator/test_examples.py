@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.homes import new_user_environment, nexusflow_server, noise, served
+from helpers.homes import new_user_environment, nexusflow_server, loud, noise, served
 from helpers.servers import migrated_home
 from paths import EXAMPLES
 
@@ -62,7 +62,7 @@ def run_as_a_new_user(script: str, env: dict[str, str]) -> str:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert PRINTS[script] in done.stdout
-    assert noise(done.stdout + done.stderr) == [], done.stderr[-3000:]
+    assert noise(done.stdout + done.stderr) == [], loud(done.stdout + done.stderr)
     return done.stderr
 
 

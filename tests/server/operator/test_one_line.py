@@ -24,7 +24,7 @@ from nexusflow import create_in_process_client
 
 from acp_fixtures import ScriptedAgent
 from cli_fixtures import CLAUDE_PINNED, CLAUDE_SAID, CLAUDE_SPENT, FAKE_CLI, styled
-from helpers.homes import noise
+from helpers.homes import loud, noise
 from paths import HELPERS
 
 NOT_LOGGED_IN = {"stderr": CLAUDE_SAID + "\n", "exit": 1}
@@ -134,7 +134,7 @@ async def test_python_gives_each_expected_failure_to_its_caller_and_says_nothing
         "job": f"Flow run encountered an exception: NexusflowError: {CLAUDE_PINNED}",
     }
     assert all(case["status"] == "failed" for case in said.values())
-    assert noise(done.stderr) == [], done.stderr[-3000:]
+    assert noise(done.stderr) == [], loud(done.stderr)
     pinned = [
         error.removeprefix("Flow run encountered an exception: NexusflowError: ") for error in [*errors.values(), busy]
     ]

@@ -31,7 +31,7 @@ from nexusflow.ops.sessions import session_info
 
 from cli_fixtures import envelope_answer, envelope_calls, styled
 from deployments import deployed, prefect, state_of, wait_for_state  # noqa: F401 (deployed: a fixture)
-from helpers.homes import noise
+from helpers.homes import loud, noise
 from helpers.servers import stop
 from paths import REPO
 
@@ -166,7 +166,7 @@ async def test_a_deployment_run_cancelled_in_a_slow_tool_ends_cancelled_and_resu
     replayed = await _until_tasks(again.id, lambda tasks: "turn-1" in tasks and "RUNNING" not in tasks.values())
     assert replayed["turn-0"] == "COMPLETED" and replayed["tool-0-hold"] == "COMPLETED", replayed
     worker_log = log.read_text()
-    assert noise("\n".join([worker_log, *logs])) == [], worker_log[-3000:]
+    assert noise("\n".join([worker_log, *logs])) == [], loud("\n".join([worker_log, *logs]))
 
 
 SUPERVISED = '''
@@ -211,7 +211,7 @@ def test_run_sync_in_a_program_a_supervisor_stops_with_sigterm_ends_cancelled_an
     run.send_signal(signal.SIGTERM)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 143, err[-3000:]
-    assert noise(err) == [], err[-3000:]
+    assert noise(err) == [], loud(err)
     state = anyio.run(state_of, flow_run)
     tasks = anyio.run(
         _until_tasks, flow_run, lambda tasks: tasks.get("tool-0-hold") not in (None, "RUNNING", "CRASHED")

@@ -23,7 +23,7 @@ from nexusflow import list_sessions
 from cli_fixtures import envelope_answer, envelope_calls, styled
 from deployments import deployed, prefect, state_of, wait_for_state  # noqa: F401 (deployed: a fixture)
 from helpers.docs import block, block_marked
-from helpers.homes import new_user_environment, nexusflow_server, noise, served
+from helpers.homes import new_user_environment, nexusflow_server, loud, noise, served
 from helpers.prefect_api import task_runs
 from helpers.servers import migrated_home
 from paths import REPO
@@ -254,7 +254,7 @@ def test_prefect_yamls_header_as_written_runs_a_job_on_the_homes_nexusflow_serve
     everything = "\n".join(outputs)
     assert state == "COMPLETED", everything[-3000:]
     assert "Starting temporary server" not in everything
-    assert noise(everything) == [], everything[-3000:]
+    assert noise(everything) == [], loud(everything)
     assert deployed == 200
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from nexusflow import list_sessions
 
-from helpers.homes import noise
+from helpers.homes import loud, noise
 from paths import HELPERS
 
 pytestmark = [
@@ -65,7 +65,7 @@ async def test_styles_verify_passes_quietly_and_leaves_no_session(tmp_path):
     report = [line for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
     assert len(report) == 5 and all(line.startswith("PASS") for line in report), done.stdout
     assert "scripted failure: bad request" in report[-1]
-    assert noise(done.stdout + done.stderr) == [], done.stderr[-3000:]
+    assert noise(done.stdout + done.stderr) == [], loud(done.stdout + done.stderr)
     assert await verify_sessions() == []
 
 

@@ -53,6 +53,19 @@ def noise(output: str) -> list[str]:
     return noisy
 
 
+def loud(output: str, keep: int = 6000) -> str:
+    """Each noisy record of ``output`` whole, its traceback to the end (the exception a failed
+    ``noise`` assertion is about: a tail of the output may not hold it), the last ``keep``
+    characters of them."""
+    records: list[list[str]] = [[]]
+    for line in output.splitlines():
+        if RECORD.match(line):
+            records.append([])
+        records[-1].append(line)
+    noisy = ["\n".join(record) for record in records if noise("\n".join(record))]
+    return "\n".join(noisy)[-keep:] or output[-keep:]
+
+
 @contextlib.contextmanager
 def nexusflow_server(env: dict[str, str], log: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
     """``nexusflow server`` in its own process group, its stderr in ``log`` (``served`` waits
