@@ -29,6 +29,17 @@ channel as retryable (``WorkerChannelCloseReason.HEARTBEAT_PERSISTENCE_FAILED``)
 worker connects again and goes on (tests/homes/test_night.py, 2026-12-06, two nights at once beside
 other engineers' tests)."""
 
+RECOVERED_WHEN_LOCKED = re.compile(r"\| prefect\.server - Encountered error during state validation$")
+"""Recovered only when its traceback says ``database is locked``: a state change that met
+another writer on SQLite, which Prefect retries. Its late-runs service reads a due run, then
+writes its Late state, in a transaction that SQLite cannot turn into a write once another
+connection wrote in between (busy at once, whatever the busy timeout); its next look, 5 s
+later, marks the run (CI, 2026-12-07: test_night's run of a pool without a worker, marked
+Late while the watch marked the killed run Crashed). The API's own state changes answer 503,
+and the client sends them again."""
+
+LOCKED = "database is locked"
+
 RECORD = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \| ")
 """The start of a log record on Prefect's console: what ends the traceback of the one before."""
 
@@ -43,26 +54,35 @@ def new_user_environment(home: Path | str) -> dict[str, str]:
 
 
 def noise(output: str) -> list[str]:
-    """The noisy lines of ``output``, a RECOVERED record and its traceback left out."""
-    noisy, recovered = [], False
+    """The noisy lines of ``output``, a recovered record and its traceback left out."""
+    noisy: list[str] = []
+    for record in _records(output):
+        head = record[0]
+        recovered = bool(RECORD.match(head)) and (
+            bool(RECOVERED.search(head))
+            or (bool(RECOVERED_WHEN_LOCKED.search(head)) and any(LOCKED in line for line in record[1:]))
+        )
+        if not recovered:
+            noisy += [line for line in record if NOISE.search(line)]
+    return noisy
+
+
+def _records(output: str) -> list[list[str]]:
+    """``output``'s lines by log record: a record's line and what follows it up to the next
+    (its traceback); the lines before the first record are one of their own."""
+    records: list[list[str]] = [[]]
     for line in output.splitlines():
         if RECORD.match(line):
-            recovered = bool(RECOVERED.search(line))
-        if not recovered and NOISE.search(line):
-            noisy.append(line)
-    return noisy
+            records.append([])
+        records[-1].append(line)
+    return [record for record in records if record]
 
 
 def loud(output: str, keep: int = 6000) -> str:
     """Each noisy record of ``output`` whole, its traceback to the end (the exception a failed
     ``noise`` assertion is about: a tail of the output may not hold it), the last ``keep``
     characters of them."""
-    records: list[list[str]] = [[]]
-    for line in output.splitlines():
-        if RECORD.match(line):
-            records.append([])
-        records[-1].append(line)
-    noisy = ["\n".join(record) for record in records if noise("\n".join(record))]
+    noisy = ["\n".join(record) for record in _records(output) if noise("\n".join(record))]
     return "\n".join(noisy)[-keep:] or output[-keep:]
 
 
