@@ -166,7 +166,7 @@ def test_nexusflow_servers_watch_crashes_a_killed_run_nobody_looks_at(tmp_path, 
     by its process, the one that looks like another machine's (a PID namespace of its own)
     once its heartbeat stood still, marks each ``Crashed`` with its in-flight task run, and
     says so in one line on the server's log. A run that lives is left alone."""
-    from helpers.homes import nexusflow_server, loud, noise, served
+    from helpers.homes import loud, nexusflow_server, noise, served
     from helpers.servers import migrated_home
 
     home = tmp_path / "home"

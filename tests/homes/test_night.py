@@ -37,7 +37,7 @@ import httpx
 import pytest
 
 from cli_fixtures import FAKE_CLI, FakeCli, envelope_answer, envelope_calls, styled
-from helpers.homes import new_user_environment, nexusflow_server, loud, noise, served
+from helpers.homes import loud, new_user_environment, nexusflow_server, noise, served
 from helpers.receiver import FLOW_RUN, Receiver, normalised
 from helpers.servers import migrated_home, spawn, stop
 

@@ -20,7 +20,7 @@ import pytest
 
 from nexusflow import RunResult
 
-from helpers.homes import new_user_environment, nexusflow_server, loud, noise, served
+from helpers.homes import loud, new_user_environment, nexusflow_server, noise, served
 from helpers.servers import migrated_home
 
 pytestmark = pytest.mark.xdist_group("server-choice")  # the two homes' servers start once, on one worker

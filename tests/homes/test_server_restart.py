@@ -31,7 +31,7 @@ import pytest
 
 from nexusflow.flows.report import ARTIFACT_NOT_TAKEN
 
-from helpers.homes import new_user_environment, nexusflow_server, loud, noise, served
+from helpers.homes import loud, new_user_environment, nexusflow_server, noise, served
 from helpers.servers import free_port, migrated_home
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("heavy")]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.homes import new_user_environment, nexusflow_server, loud, noise, served
+from helpers.homes import loud, new_user_environment, nexusflow_server, noise, served
 from helpers.servers import migrated_home
 from paths import EXAMPLES
 

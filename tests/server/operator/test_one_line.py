@@ -147,8 +147,8 @@ async def test_python_gives_each_expected_failure_to_its_caller_and_says_nothing
             run = await client.read_flow_run(UUID(case["flow_run_id"]))
             assert run.state is not None and run.state.is_failed() and run.state.message == case["error"], case
         logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=ids)))
-    loud = [(log.level, log.message[:300]) for log in logs if log.level >= logging.ERROR or "Traceback" in log.message]
-    assert loud == [], "the UI's logs hold one line a failure, without traceback"
+    noisy = [(log.level, log.message[:300]) for log in logs if log.level >= logging.ERROR or "Traceback" in log.message]
+    assert noisy == [], "the UI's logs hold one line a failure, without traceback"
     failed = [log.message for log in logs if log.message.startswith("run failed: ")]
     assert sorted(failed) == sorted(f"run failed: {error}" for error in pinned), "and the UI's logs say it once"
 

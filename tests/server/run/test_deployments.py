@@ -23,7 +23,7 @@ from nexusflow import list_sessions
 from cli_fixtures import envelope_answer, envelope_calls, styled
 from deployments import deployed, prefect, state_of, wait_for_state  # noqa: F401 (deployed: a fixture)
 from helpers.docs import block, block_marked
-from helpers.homes import new_user_environment, nexusflow_server, loud, noise, served
+from helpers.homes import loud, new_user_environment, nexusflow_server, noise, served
 from helpers.prefect_api import task_runs
 from helpers.servers import migrated_home
 from paths import REPO
