@@ -1,6 +1,7 @@
 """The reply parser: tolerant of form, strict of meaning, wary of quotations."""
 
 import json
+from typing import Any
 
 import pytest
 
@@ -252,7 +253,36 @@ def test_render_is_preamble_marker_and_the_body_verbatim():
     request = ModelRequest.model_validate(
         {"messages": [{"role": "user", "content": "hi"}], "tools": [], "x_new": {"k": [1, None]}}
     )
-    assert render(request) == PREAMBLE + REQUEST_MARKER + json.dumps(request.body(), ensure_ascii=False)
+    assert render(request).startswith(PREAMBLE + REQUEST_MARKER)
+    assert json.loads(render(request).removeprefix(PREAMBLE + REQUEST_MARKER)) == request.body()
     repaired = render(request, complaint="tool_calls must be a list")
     assert repaired.startswith(render(request))
     assert "YOUR PREVIOUS REPLY WAS REJECTED: tool_calls must be a list" in repaired
+
+
+def test_each_turn_s_prompt_begins_with_the_whole_previous_one_but_its_closing():
+    """What a provider's prefix cache reuses: the run's tools, output type and every key the
+    run keeps come first, the conversation last."""
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    conversation: list[dict[str, Any]] = [{"role": "user", "content": "add 2 and 3, then 4"}]
+    prompts = []
+    for turn in range(3):
+        request = ModelRequest.model_validate(
+            {
+                "messages": conversation,
+                "tools": tools,
+                "model": "m",
+                "tool_choice": "auto",
+                "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer"}}},
+            }
+        )
+        prompts.append(render(request))
+        call = {"id": f"c{turn}", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+        conversation = [
+            *conversation,
+            {"role": "assistant", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{turn}", "content": str(turn)},
+        ]
+    for before, after in zip(prompts, prompts[1:], strict=False):
+        assert before.endswith("]}")
+        assert after.startswith(before.removesuffix("]}"))

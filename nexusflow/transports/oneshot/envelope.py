@@ -56,8 +56,14 @@ cost a lot, and using it could overflow the recursion limit downstream."""
 
 
 def request_json(request: ModelRequest) -> str:
-    """The request body as sent to the CLI: every key, nothing re-rendered."""
-    return json.dumps(request.body(), ensure_ascii=False)
+    """The request body as sent to the CLI: every key, nothing re-rendered, the conversation
+    last. What a run keeps the same (its tools, model, output type) comes first, so each
+    turn's prompt begins with the whole of the previous one but its closing brackets: what a
+    provider's prefix cache reuses (tools after the messages ended the shared part where the
+    conversation did)."""
+    body = request.body()
+    messages = body.pop("messages")
+    return json.dumps({**body, "messages": messages}, ensure_ascii=False)
 
 
 def render(request: ModelRequest, complaint: str | None = None) -> str:

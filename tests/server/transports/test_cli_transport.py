@@ -125,12 +125,12 @@ async def test_the_cli_receives_the_assembled_body_byte_for_byte(fake, session_i
     async with await Toolkit.load(tools=[add]) as toolkit:
         result = await client.run("add please", toolkit, session_id=session_id)
     assert result.status == "completed", result.error
-    expected_body = {
-        "messages": [{"role": "user", "content": "add please"}],
+    expected_body = {  # the conversation last: what a provider's prefix cache reuses
         "tools": [add.spec.model_dump(mode="json")],
         "model": "sonnet",
         "tool_choice": "auto",
         "x_never_heard_of": {"deep": [1, None, "ü"], "n": 1.5},
+        "messages": [{"role": "user", "content": "add please"}],
     }
     expected = PREAMBLE + REQUEST_MARKER + json.dumps(expected_body, ensure_ascii=False)
     assert fake.calls()[0]["stdin"].encode() == expected.encode()
