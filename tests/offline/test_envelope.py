@@ -1,5 +1,6 @@
 """The reply parser: tolerant of form, strict of meaning, wary of quotations."""
 
+import itertools
 import json
 from typing import Any
 
@@ -283,6 +284,6 @@ def test_each_turn_s_prompt_begins_with_the_whole_previous_one_but_its_closing()
             {"role": "assistant", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": f"c{turn}", "content": str(turn)},
         ]
-    for before, after in zip(prompts, prompts[1:], strict=False):
+    for before, after in itertools.pairwise(prompts):
         assert before.endswith("]}")
         assert after.startswith(before.removesuffix("]}"))
