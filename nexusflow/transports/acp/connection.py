@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
-from ..._support.secrets import get_logger, redact
+from ..._support.secrets import get_logger, longest, redact
 from ...errors import AcpError, RemoteError
 from ..errors import acp_exited, acp_input_closed, acp_line_too_long
 from ..oneshot.process import MAX_OUTPUT
@@ -32,6 +32,11 @@ INTERNAL_ERROR = -32603
 _STDERR_LINES = 200
 _STDERR_BYTES = 64 * 2**10
 """How much of the agent's stderr we keep: its tail, and of a longer line its end."""
+_STDERR_GROWING = 16 * _STDERR_BYTES
+"""Bytes of a line still growing that are held as they came, before it is redacted and cut
+(once it ends): a line twice as long drops its start unread. Redacting the line's end at
+every read of a flood cost as much as the flood times the secrets registered (a 50 MiB flood
+took over a minute in a process with a few hundred)."""
 MAX_LINE = MAX_OUTPUT
 """Bytes one line from the agent may carry: the one-shot transport's cap on a launch's output."""
 
@@ -41,11 +46,14 @@ def as_object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _line_end(line: bytes | bytearray) -> tuple[bytes, int]:
+def _line_end(line: bytes | bytearray, started_cut: bool = False) -> tuple[bytes, int]:
     """The last ``_STDERR_BYTES`` of ``line`` and how many bytes were cut before them. Redacted
-    before it is cut, so a secret across the cut is masked rather than half kept."""
+    before it is cut, so a secret across the cut is masked rather than half kept. When the
+    line's start was already dropped unread (``started_cut``), a secret may have been cut in
+    two there: its end is never kept, however short the redacted line is."""
     redacted = redact(bytes(line).decode("utf-8", errors="surrogateescape")).encode("utf-8", errors="surrogateescape")
-    cut = max(len(redacted) - _STDERR_BYTES, 0)
+    unsafe = 4 * longest() if started_cut else 0  # a secret's UTF-8 bytes, at most
+    cut = max(len(redacted) - _STDERR_BYTES, min(unsafe, len(redacted)))
     return redacted[cut:], cut
 
 
@@ -254,17 +262,17 @@ class Connection:
                     line.clear()
                     cut = 0
                 line += rest
-                if len(line) > 2 * _STDERR_BYTES:
-                    kept, more = _line_end(line)
-                    line[:] = kept
-                    cut += more
+                if len(line) > 2 * _STDERR_GROWING:
+                    dropped = len(line) - _STDERR_GROWING
+                    del line[:dropped]
+                    cut += dropped
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         if line:
             self._keep_stderr(line, cut)
 
     def _keep_stderr(self, line: bytearray, cut: int) -> None:
-        kept, more = _line_end(line)
+        kept, more = _line_end(line, started_cut=cut > 0)
         text = kept.decode("utf-8", errors="replace")
         if cut + more:
             text = f"[{cut + more} bytes cut] {text}"

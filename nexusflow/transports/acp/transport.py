@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from ..._support.secrets import forget
 from ...errors import AcpError, RemoteError
 from ...messages import ModelReply, ModelRequest, ToolResult, ToolSpec
 from ..base import Remember, TurnScope
@@ -164,8 +165,13 @@ class AcpTransport:
         try:
             await self._stack.aclose()
         finally:
-            if self._recording is not None and self._cassette is not None:
-                await self._cassette.saved()
+            try:
+                if self._recording is not None and self._cassette is not None:
+                    await self._cassette.saved()
+            finally:
+                served = self._permissions.served
+                if served is not None:  # its server, the agent and its stderr are gone
+                    forget(served.token)
 
     async def _on_request(self, method: str, params: dict[str, Any]) -> Any:
         if method == "session/request_permission":

@@ -21,6 +21,7 @@ from nexusflow import (
     create_cli_client,
     tool,
 )
+from nexusflow._support import secrets
 
 from acp_fixtures import HTTP
 from cli_fixtures import alive
@@ -232,6 +233,26 @@ async def test_a_line_over_16_mib_fails_the_turn_kills_the_agent_and_stays_bound
     assert grown < 200 * 2**20, f"the client's peak RSS grew {grown / 2**20:.0f} MiB"
     await anyio.sleep(0.3)
     assert not alive(agent.log("started")[0]["pid"])
+
+
+async def test_a_served_token_is_forgotten_for_redaction_once_its_session_is_over(agent, session_id):
+    """Each session's served toolkit has a token of its own, masked wherever text is redacted
+    while it lives. A process running sessions for weeks kept every one, and each made every
+    redaction slower: once the session's server and agent are gone, nothing takes it."""
+    agent.script([[{"say": "fine"}], [{"say": "again"}]])
+    for turn, said in enumerate(("fine", "again")):
+        result = await run(agent, f"{session_id}-{turn}")
+        assert result.status == "completed" and result.text == said, result.error
+    tokens = [
+        header["value"].removeprefix("Bearer ")
+        for new in agent.received("session/new")
+        for server in new["params"]["mcpServers"]
+        for header in server["headers"]
+        if header["name"] == "Authorization"
+    ]
+    assert len(tokens) == 2 and len(set(tokens)) == 2
+    assert not any(token in secrets._values for token in tokens)
+    assert secrets.redact(tokens[0]) == tokens[0]
 
 
 STDERR_FLOOD = 50 * 2**20
