@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._support.secrets import get_logger, redact
+from .._support.secrets import get_logger, longest, redact
 from ..config._env import expand, expand_all
 from ..errors import McpCallError, describe
 from ..messages import FunctionSpec, ToolResult, ToolSpec
@@ -31,6 +31,12 @@ if TYPE_CHECKING:  # the MCP SDK costs ~0.4 s to import: only runs with an MCP s
 logger = get_logger("nexusflow.mcp")
 
 _STDERR_TAIL_LINES = 20
+_STDERR_LINE = 4 * 2**10
+"""Characters of one stderr line kept and logged: its end."""
+_STDERR_HELD = 64 * 2**10
+"""Characters of a line still growing held as they came, before it is redacted and cut (once
+it ends): a line twice as long drops its start unread, so a server that prints without a
+newline cannot grow our memory."""
 
 
 class _ServerBase(BaseModel):
@@ -98,11 +104,29 @@ class _StderrTap:
         self._thread.start()
 
     def _drain(self, fd: int, server: str) -> None:
+        line, cut = "", 0
         with os.fdopen(fd, encoding="utf-8", errors="replace") as pipe:
-            for line in pipe:
-                line = redact(line.rstrip("\n"))
-                self._lines.append(line)
-                logger.debug("[%s] %s", server, line)
+            while piece := pipe.readline(_STDERR_HELD):
+                line += piece
+                if piece.endswith("\n"):
+                    self._keep(line.removesuffix("\n"), cut, server)
+                    line, cut = "", 0
+                elif len(line) > 2 * _STDERR_HELD:
+                    cut += len(line) - _STDERR_HELD
+                    line = line[-_STDERR_HELD:]
+        if line:
+            self._keep(line, cut, server)
+
+    def _keep(self, line: str, cut: int, server: str) -> None:
+        """The line's end, redacted before it is cut; when its start was dropped unread, a
+        secret may have been cut in two there, and its end is never kept."""
+        redacted = redact(line)
+        start = max(len(redacted) - _STDERR_LINE, min(longest() if cut else 0, len(redacted)))
+        text = redacted[start:]
+        if cut + start:
+            text = f"[{cut + start} characters cut] {text}"
+        self._lines.append(text)
+        logger.debug("[%s] %s", server, text)
 
     def tail(self) -> str:
         self._thread.join(timeout=0.5)

@@ -12,6 +12,8 @@ import time
 import pytest
 
 from nexusflow import McpServerError, Toolkit, ToolkitError
+from nexusflow._support import secrets
+from nexusflow.toolkit import mcp as mcp_module
 
 from helpers.mcp_endpoints import SERVER
 
@@ -165,3 +167,42 @@ async def test_unreadable_config_file(tmp_path):
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(ToolkitError, match="is not JSON"):
         await Toolkit.load(mcp_config=tmp_path / "bad.json")
+
+
+def test_a_server_s_stderr_without_a_newline_is_held_bounded_and_quoted_by_its_end(monkeypatch):
+    """A stdio server printing without end on one line: what is held (and redacted) stays
+    bounded, and the end of what it said is quoted, with what was cut counted."""
+    redacted: list[int] = []
+
+    def counted(text: str) -> str:
+        redacted.append(len(text))
+        return secrets.redact(text)
+
+    monkeypatch.setattr(mcp_module, "redact", counted)
+    tap = mcp_module._StderrTap("loud")
+    flood = 5 * 2**20
+    tap.file.write("x" * flood + "final words\nbye\n")
+    tap.close()
+    tap._thread.join(timeout=30)
+    assert max(redacted) <= 3 * mcp_module._STDERR_HELD
+    kept = mcp_module._STDERR_LINE
+    shown = "x" * (kept - len("final words")) + "final words"
+    assert tap.tail() == (f"[{flood + len('final words') - kept} characters cut] {shown}\nbye")[-1000:]
+
+
+def test_a_secret_cut_in_two_where_a_server_s_line_lost_its_start_is_never_half_kept():
+    """What is left of a line whose start was dropped unread may begin with the end of a secret
+    (its start dropped): as many characters as a secret has are never kept there."""
+    secret = "s3cr3t-" + "q" * 25  # 32 characters
+    secrets.register(secret)
+    try:
+        tap = mcp_module._StderrTap("leaky")
+        filler = "m" * (secrets.longest() + 40)  # longer than the margin, whatever else is registered
+        tap._keep(secret[16:] + " and then " + filler + secret, cut=1000, server="leaky")
+        tap._keep("whole: " + secret, cut=0, server="leaky")
+        tap.close()
+    finally:
+        secrets.forget(secret)
+    cut, whole = tap._lines
+    assert "q" * 10 not in cut and cut.startswith("[") and cut.endswith("***")
+    assert whole == "whole: ***"
