@@ -20,9 +20,15 @@ from starlette.routing import Route
 
 @contextmanager
 def flaky_api(
-    upstream: str, failures: int, route: str = "POST /api/flow_runs", until: threading.Event | None = None
+    upstream: str,
+    failures: int,
+    route: str = "POST /api/flow_runs",
+    until: threading.Event | None = None,
+    relayed: list[str] | None = None,
 ) -> Iterator[tuple[str, list[str]]]:
-    """``route`` is a regular expression for ``METHOD /path`` that the whole request must match."""
+    """``route`` is a regular expression for ``METHOD /path`` that the whole request must match.
+    ``relayed`` gets ``METHOD /path`` of each 503 the upstream server answered itself (a busy
+    SQLite's), which the proxy passes on as it is."""
     refused: list[str] = []
     client = httpx.AsyncClient(base_url=upstream.removesuffix("/api"), timeout=60)
 
@@ -43,6 +49,8 @@ def flaky_api(
             for k, v in upstream_response.headers.items()
             if k.lower() not in ("content-length", "transfer-encoding", "content-encoding")
         }
+        if relayed is not None and upstream_response.status_code == 503:
+            relayed.append(f"{request.method} {request.url.path}")
         return Response(upstream_response.content, status_code=upstream_response.status_code, headers=headers)
 
     app = Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])])
