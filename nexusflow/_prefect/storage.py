@@ -126,8 +126,8 @@ def _write_step_record_then_sync(path: Path, content: bytes, in_place: Callable[
 async def _write_step_record(target: Path, content: bytes, key: str) -> None:
     """Return once the record is in place (readable, and a write error is raised here); its
     sync to disk goes on in the same worker thread while the run goes on, and ``synced``
-    waits for it before the session's next step starts. One hop to a worker thread, as a
-    plain write; no blocking call on the event loop."""
+    waits for it before the session's next tool call, suspension or end. One hop to a
+    worker thread, as a plain write; no blocking call on the event loop."""
     loop = asyncio.get_running_loop()
     placed: asyncio.Future[None] = loop.create_future()
 
@@ -162,11 +162,12 @@ async def _write_step_record(target: Path, content: bytes, key: str) -> None:
 
 
 async def synced(session_id: str, *, ending: bool = False) -> None:
-    """Every step record of the session is on disk. Called where a step's work starts and
-    where a run ends (``ending``: the session's syncs are then forgotten): a record is
-    durable before anything that follows it happens, while its sync overlaps Prefect's
-    bookkeeping between steps. A record that could not be synced fails every later step
-    of the run (a retried step too), then the run."""
+    """Every step record of the session is on disk. Called where a step with an effect
+    starts (a tool call, a suspension) and where a run ends (``ending``: the session's syncs
+    are then forgotten): the turn that asked for an effect is durable before the effect
+    happens, and every record before the run reports its end, while each sync overlaps
+    Prefect's bookkeeping and the next model turn. A record that could not be synced fails
+    the next such step of the run (a retried step too), then the run."""
     syncing = _syncing.get(session_id)
     if not syncing:
         return

@@ -15,7 +15,6 @@ from prefect.transactions import CommitMode, atransaction
 from pydantic import BaseModel, Field
 from tenacity import RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from .._prefect.storage import synced
 from .._support.retrying import Retrying
 from ..config.hooks import AfterLlm, BeforeLlm, call_hook
 from ..config.subscription import SubscriptionLimit
@@ -252,8 +251,12 @@ def _served_calls(runtime: TurnRuntime, step: int) -> CallTool | None:
 async def model_turn(
     session_id: str, step: int, key: str, request: ModelRequest, runtime: TurnRuntime, since: int = 0
 ) -> TurnRecord:
-    """``since``: how many of the request's messages the turn before it was asked already."""
-    await synced(session_id)
+    """``since``: how many of the request's messages the turn before it was asked already.
+
+    No wait for the records before it to be on disk: a model turn has no effect that a lost
+    record could repeat (it is asked again after a power failure either way), so the tool
+    record's sync overlaps this turn; what the turn asks for waits (``synced`` in
+    ``tool_call``)."""
     if runtime.budget is not None:
         await check(runtime.budget)
     scope = TurnScope(step=step, call_tool=_served_calls(runtime, step), emit=runtime.emit)

@@ -119,22 +119,31 @@ def _path_of(handle: int) -> str:
     return os.readlink(f"/proc/self/fd/{handle}")
 
 
-async def test_a_step_starts_only_once_the_record_before_it_is_on_disk(monkeypatch, session_id, storage):
+async def test_a_tool_starts_only_once_its_turn_is_on_disk_and_the_next_turn_does_not_wait(
+    monkeypatch, session_id, storage
+):
     """A step record is put in place at once and synced to disk while Prefect finishes the
-    step; the next step's work waits for that sync. Here each sync takes 0.3 s: the tool
-    must find the turn that asked for it synced, and the second turn the tool's record."""
+    step. The tool waits for the sync of the turn that asked for it (each turn's sync takes
+    0.3 s here); the next model turn does not wait for the tool's: that sync is held until
+    the model has been asked again (it would hold for 20 s and fail the test if the turn
+    waited). The run reports its end only once every record is synced."""
     real_fsync = os.fsync
     synced: list[str] = []
+    asked_again = threading.Event()
+    held: list[bool] = []
     steps = f"{storage / 'nexusflow' / 'sessions' / session_id / 'steps'}/"
 
     def slow_fsync(handle: int) -> None:
         path = _path_of(handle)
-        if path.startswith(steps):
-            time.sleep(0.3)
+        if not path.startswith(steps):
             real_fsync(handle)
-            synced.append(path)
+            return
+        if "/tool/" in path:
+            held.append(asked_again.wait(timeout=20))
         else:
-            real_fsync(handle)
+            time.sleep(0.3)
+        real_fsync(handle)
+        synced.append(path)
 
     monkeypatch.setattr(os, "fsync", slow_fsync)
     seen: list[list[str]] = []
@@ -145,13 +154,18 @@ async def test_a_step_starts_only_once_the_record_before_it_is_on_disk(monkeypat
         seen.append(list(synced))
         return text
 
+    def answer(request: object) -> str:
+        asked_again.set()
+        return "done"
+
     reply = {"tool_calls": [{"name": "look", "arguments": {"text": "x"}}]}
-    model = ScriptedModel([reply, "done"])
+    model = ScriptedModel([reply, answer])
     async with await Toolkit.load(tools=[look]) as toolkit:
         result = await create_in_process_client(model).run("go", toolkit, session_id=session_id)
     assert result.status == "completed", result.error
     assert len(seen) == 1 and any("/0/turn/" in path for path in seen[0]), seen
-    assert [path.split("/")[-2] for path in synced] == ["turn", "tool", "turn"], synced
+    assert held == [True], "the second turn waited for the tool record's sync"
+    assert sorted(path.split("/")[-2] for path in synced) == ["tool", "turn", "turn"], synced
     assert all(Path(path).exists() for path in synced)
 
 
