@@ -449,3 +449,8 @@ class CrashResumeError(CrashTestError):
 
 class AlertsError(NexusflowError):
     """``install_alerts`` cannot send through the block it was given; nothing was changed."""
+
+
+class RunRequestError(NexusflowError):
+    """A tool of ``nexusflow mcp`` that refused its request: nothing was started, answered or
+    cancelled, and the client reads this one line as the tool's error."""

@@ -59,6 +59,10 @@ app.command(
 app.command(
     "nexusflow.command.server:server", help="Start a local Prefect server and print the PREFECT_API_URL to export."
 )
+# Kept with the server it starts (nexusflow/mcp_server), which sits above the other commands.
+app.command(
+    "nexusflow.mcp_server.command:mcp", help="Serve runs to agents and editors over MCP: start, watch, answer, cancel."
+)
 styles = App(name="styles", help="The built-in CLI styles.")
 _STYLES = "nexusflow.command.styles"
 styles.command(f"{_STYLES}:styles_list", name="list", help="Each style, its transports and verified versions.")

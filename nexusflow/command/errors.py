@@ -161,3 +161,13 @@ def usage_server_running(home: Path, url: str) -> UsageError:
 def server_not_running(home: Path) -> NexusflowError:
     """``nexusflow server --env`` with no server for the home: exit 1, nothing on stdout."""
     return NexusflowError(f"no nexusflow server runs for {home}; start one with `nexusflow server`")
+
+
+def usage_answer_other_request(session_id: str, given: str, pending: str) -> UsageError:
+    return UsageError(f'session "{session_id}" waits for request {pending}, not {given}: nothing was answered')
+
+
+def usage_answered_already(session_id: str, request_id: str, flow_run_id: str) -> UsageError:
+    return UsageError(
+        f'request {request_id} of session "{session_id}" is answered already: it goes on in flow run {flow_run_id}'
+    )

@@ -140,28 +140,27 @@ async def run(
     system_prompt = renamed("system", system, system_prompt)
     answer_data = renamed("data", data, answer_data)
     answer_reason = renamed("reason", reason, answer_reason)
-    given = {
-        "tools": [absolute_tool(spec) for spec in tools] if tools is not None else None,
-        "mcp_config": absolute(mcp_config),
-        "skills_dir": absolute(skills_dir),
-        "style": style,
-        "style_file": absolute(style_file),
-        "command": absolute_command(command),
-        "model": model,
-        "transport": transport,
-        "acp_command": absolute_command(acp_command),
-        "system_prompt": system_prompt,
-        "max_turns": max_turns,
-        "max_cost_usd": max_cost_usd,
-        "max_tokens": max_tokens,
-        "timeout": timeout,
-        "script": absolute(script),
-        "limit": limit,
-        "max_concurrent": max_concurrent,
-        "per_minute": per_minute,
-        "output_type": absolute_tool(output_type) if output_type is not None else None,
-    }
-    given = {flag: value for flag, value in given.items() if value is not None}
+    given = stored_flags(
+        tools=tools,
+        mcp_config=mcp_config,
+        skills_dir=skills_dir,
+        style=style,
+        style_file=style_file,
+        command=command,
+        model=model,
+        transport=transport,
+        acp_command=acp_command,
+        system_prompt=system_prompt,
+        max_turns=max_turns,
+        max_cost_usd=max_cost_usd,
+        max_tokens=max_tokens,
+        timeout=timeout,
+        script=script,
+        limit=limit,
+        max_concurrent=max_concurrent,
+        per_minute=per_minute,
+        output_type=output_type,
+    )
     if answer is not None:
         if prompt is not None:
             raise usage_answer_with_prompt()
@@ -184,6 +183,54 @@ async def run(
     if session is not None:
         await _say_if_another_prompt(session_id, prompt)
     return await _run_session(client, invocation, kit, prompt, session_id)
+
+
+def stored_flags(
+    *,
+    tools: list[str] | None,
+    mcp_config: Path | None,
+    skills_dir: Path | None,
+    style: Style | None,
+    style_file: Path | None,
+    command: str | None,
+    model: str | None,
+    transport: Transport | None,
+    acp_command: str | None,
+    system_prompt: str | None,
+    max_turns: int | None,
+    max_cost_usd: float | None,
+    max_tokens: int | None,
+    timeout: float | None,
+    script: Path | None,
+    limit: str | None,
+    max_concurrent: int | None,
+    per_minute: float | None,
+    output_type: str | None,
+) -> dict[str, Any]:
+    """The flags given, as a session's invocation keeps them: paths absolute, since the
+    session may go on from another directory (``nexusflow mcp`` takes the same)."""
+    given = {
+        "tools": [absolute_tool(spec) for spec in tools] if tools is not None else None,
+        "mcp_config": absolute(mcp_config),
+        "skills_dir": absolute(skills_dir),
+        "style": style,
+        "style_file": absolute(style_file),
+        "command": absolute_command(command),
+        "model": model,
+        "transport": transport,
+        "acp_command": absolute_command(acp_command),
+        "system_prompt": system_prompt,
+        "max_turns": max_turns,
+        "max_cost_usd": max_cost_usd,
+        "max_tokens": max_tokens,
+        "timeout": timeout,
+        "script": absolute(script),
+        "limit": limit,
+        "max_concurrent": max_concurrent,
+        "per_minute": per_minute,
+        "output_type": absolute_tool(output_type) if output_type is not None else None,
+    }
+    return {flag: value for flag, value in given.items() if value is not None}
 
 
 async def _run_session(client: Client, invocation: Invocation, kit: list[Any], prompt: str, session_id: str) -> int:

@@ -21,7 +21,7 @@ from .._prefect.server import use_server
 from .errors import usage_no_run
 
 
-async def _transcript(client: PrefectClient, session: str, runs: list[FlowRun]) -> str | None:
+async def transcript_of(client: PrefectClient, session: str, runs: list[FlowRun]) -> str | None:
     """The session's latest transcript, from its own flow runs: never another session's
     whose id folds to the same artifact key (``Mix_N``, ``mix-n``)."""
     found = await client.read_artifacts(
@@ -33,7 +33,7 @@ async def _transcript(client: PrefectClient, session: str, runs: list[FlowRun]) 
     return str(found[0].data) if found else None
 
 
-async def _runs_of(client: PrefectClient, run_id: str) -> list[FlowRun]:
+async def runs_of(client: PrefectClient, run_id: str) -> list[FlowRun]:
     """The flow run with this id, else the runs of the session with this id, oldest first."""
     try:
         return [await client.read_flow_run(UUID(run_id))]
@@ -53,11 +53,11 @@ async def show(run_id: str, /) -> int:
     """
     use_server()
     async with get_client() as client:
-        runs = await _runs_of(client, run_id)
+        runs = await runs_of(client, run_id)
         if not runs:
             raise usage_no_run(run_id)
         session = runs[-1].parameters.get("session_id") or f"job-{runs[-1].id}"
-        transcript = await _transcript(client, str(session), runs)
+        transcript = await transcript_of(client, str(session), runs)
         print(transcript if transcript is not None else f"(no transcript for session {session})")
         for flow_run in runs:
             print(f"\nflow run {flow_run.name} ({flow_run.id}): {flow_run.state_name}")

@@ -26,6 +26,7 @@ from prefect.client.schemas.objects import State
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, Paused
 from prefect.utilities.annotations import quote
+from pydantic_core import to_jsonable_python
 
 from .._prefect.retry import is_transient
 from .._prefect.session_lock import SessionLease, session_lease
@@ -400,6 +401,9 @@ def _status(outcome: RunResult) -> SessionStatus:
         error=outcome.error,
         cost_usd=paid.cost_usd,
         tokens=paid.tokens,
+        text=outcome.text,
+        output=None if isinstance(outcome.output, str) else to_jsonable_python(outcome.output),
+        usage=paid,
     )
 
 

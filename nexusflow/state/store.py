@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 from prefect.settings import get_current_settings
@@ -19,7 +19,7 @@ from .._prefect.storage import ROOT, innermost_holder, read_record, step_storage
 from .._prefect.storage_tree import delete_record, files
 from .._support.digest import digest
 from .._support.secrets import redact_all
-from ..messages import Message, Request, Text
+from ..messages import Message, Request, Text, Usage
 
 _MESSAGES = TypeAdapter(list[Message])
 
@@ -120,6 +120,13 @@ class SessionStatus(BaseModel):
     waits_for: str | None = None
     """What a waiting session waits for when it is no answer: a deployment's run waiting for
     its quota's reset, its process gone (it is not crashed, and ``prune`` keeps it)."""
+    text: str | None = None
+    """A completed run's final answer, so that whoever started it elsewhere (``nexusflow mcp``'s
+    ``get_run``) reads it after any restart: a run's own result is not persisted."""
+    output: Any = None
+    """The final answer validated into the run's output type, as JSON data; None without one."""
+    usage: Usage | None = None
+    """What its turns cost, summed (its replayed turns at what they first cost)."""
 
 
 async def write_status(session_id: str, status: SessionStatus) -> None:

@@ -1,5 +1,6 @@
 """The house: a top floor of the modules a user meets, over wings (folders) in one order, and
-imports that run one way, down it. From the top: the command; the package; ``job`` and
+imports that run one way, down it. From the top: ``nexusflow mcp`` (``mcp_server``, over the
+commands whose work it shares); the command; the package; ``job`` and
 ``demo``; ``testing``; the client; the run's flows, composition and the operator's side
 (``ops``); the run's tasks; the transports; the toolkit; what a user configures (``config``);
 a run's state (``state``); Prefect's edge (``_prefect``); the conversation's types
@@ -17,7 +18,7 @@ from paths import REPO
 PACKAGE = REPO / "nexusflow"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (16, ("nexusflow.__main__",)),
+    (16, ("nexusflow.__main__", "nexusflow.mcp_server")),
     (15, ("nexusflow.command",)),
     (14, ("nexusflow",)),
     (13, ("nexusflow.demo", "nexusflow.job")),

@@ -13,25 +13,21 @@ ends hold the run's exit.
 
 from __future__ import annotations
 
-import asyncio
-import hmac
 import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
+from ..._support.http_guard import QUEUE, Guard, guarded_protocol, require_token
 from ..._support.secrets import get_logger, register
 from ...config.settings import settings
 from ...messages import ToolResult, ToolSpec
 
 logger = get_logger("nexusflow.acp")
-
-_QUEUE = 4096
-"""Connections the kernel holds for us to accept (capped by ``net.core.somaxconn``)."""
 
 CallServedTool = Callable[[str, dict[str, Any]], Awaitable[ToolResult]]
 
@@ -46,89 +42,6 @@ class ServedToolkit:
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
-
-
-@dataclass
-class _Unauthorised:
-    peer: Any
-    deadline: asyncio.TimerHandle
-    spoke: bool = False
-
-
-@dataclass
-class _Guard:
-    """The connections on which no request has carried the token yet, oldest first. Each is
-    closed ``idle_timeout`` seconds after it opened; past ``limit`` of them, the oldest other
-    one that has sent nothing is closed (else the oldest), never the newcomer: the agent's
-    own new connection speaks at once, so a flood of idle ones cannot keep it out, and the
-    descriptors a flood takes stay bounded whatever the process's limit."""
-
-    limit: int
-    idle_timeout: float
-    open: dict[asyncio.BaseTransport, _Unauthorised] = field(default_factory=dict)
-
-    def opened(self, transport: asyncio.BaseTransport) -> None:
-        deadline = asyncio.get_running_loop().call_later(self.idle_timeout, self._close, transport)
-        self.open[transport] = _Unauthorised(transport.get_extra_info("peername"), deadline)
-        if len(self.open) > self.limit:
-            silent = next((t for t, c in self.open.items() if not c.spoke and t is not transport), None)
-            self._close(next(iter(self.open)) if silent is None else silent)
-
-    def heard(self, transport: asyncio.BaseTransport) -> None:
-        if transport in self.open:
-            self.open[transport].spoke = True
-
-    def authorised(self, peer: Any) -> None:
-        """``peer``: the ASGI scope's client, the one link from a request to its connection."""
-        found = next((t for t, c in self.open.items() if c.peer == peer), None)
-        if found is not None:
-            self.open.pop(found).deadline.cancel()
-
-    def closed(self, transport: asyncio.BaseTransport) -> None:
-        found = self.open.pop(transport, None)
-        if found is not None:
-            found.deadline.cancel()
-
-    def _close(self, transport: asyncio.BaseTransport) -> None:
-        self.closed(transport)
-        transport.close()
-
-
-def _guarded_protocol(guard: _Guard) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol (pinned, so every machine serves alike) reporting to ``guard``."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class Guarded(H11Protocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            guard.opened(transport)
-
-        def data_received(self, data: bytes) -> None:
-            guard.heard(self.transport)
-            super().data_received(data)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            guard.closed(self.transport)
-            super().connection_lost(exc)
-
-    return Guarded
-
-
-def _require_token(app: Any, token: str, guard: _Guard) -> Any:
-    expected = f"Bearer {token}".encode()
-
-    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            if not hmac.compare_digest(dict(scope["headers"]).get(b"authorization", b""), expected):
-                await send(
-                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]}
-                )
-                await send({"type": "http.response.body", "body": b"unauthorized"})
-                return
-            guard.authorised(scope.get("client"))
-        await app(scope, receive, send)
-
-    return guarded
 
 
 @asynccontextmanager
@@ -161,9 +74,9 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
         )
 
     limits = settings()
-    guard = _Guard(limits.served_max_unauthorised, limits.served_idle_timeout)
+    guard = Guard(limits.served_max_unauthorised, limits.served_idle_timeout)
     server = Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
-    app = _require_token(server.streamable_http_app(json_response=True), token, guard)
+    app = require_token(server.streamable_http_app(json_response=True), token, guard)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # Accepted connections inherit this; without it each response waits ~40 ms for a delayed ACK.
@@ -175,7 +88,7 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
     # once listening (waiting connections cost us nothing), or a flood would stall there.
     config = uvicorn.Config(
         app,
-        http=_guarded_protocol(guard),
+        http=guarded_protocol(guard),
         ws="none",
         log_level="warning",
         lifespan="on",
@@ -189,7 +102,7 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
             group.start_soon(web.serve, [sock])
             while not web.started:
                 await anyio.sleep(0.01)
-            sock.listen(_QUEUE)
+            sock.listen(QUEUE)
             try:
                 yield ServedToolkit(name, f"http://127.0.0.1:{port}/mcp", token, tuple(spec.name for spec in specs))
             finally:

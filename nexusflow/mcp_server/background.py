@@ -1,0 +1,90 @@
+"""The runs of the server's own agent: each a ``nexusflow`` command in a background process
+of its own session (a client that kills the server, or its process group, kills no run),
+its output in a log under Prefect's home. The server returns once the process holds its
+session (its lease beats with the process's id) or has ended."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+import anyio
+from prefect.settings import get_current_settings
+
+from .._prefect.session_lock import Heartbeat
+from .._prefect.storage import read_record
+from .._support.digest import digest
+from .errors import mcp_did_not_start
+
+HOLDS_WITHIN = 30.0
+"""Seconds a background run has to hold its session before the tool returns without its
+flow run id (the run goes on; ``get_run`` tells). A cold Python with Prefect and an embedded
+server takes seconds on a loaded machine."""
+_LOOK_EVERY = 0.2
+_BEGUN = "--- nexusflow"
+"""How each start's part of a session's log begins."""
+_SAID = 4096
+"""The last characters of a failed start's log quoted in its refusal."""
+
+
+def log_path(session_id: str) -> Path:
+    """``<PREFECT_HOME>/nexusflow/mcp/<session digest>.log``, appended by each run of the session."""
+    home = Path(get_current_settings().home).expanduser()
+    return home / "nexusflow" / "mcp" / f"{digest(session_id)}.log"
+
+
+def spawn(session_id: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    """``nexusflow <argv>`` in the background: no stdin, its output appended to the session's
+    log, reaped by a thread of its own so no zombie stays."""
+    log = log_path(session_id)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        out.write(f"{_BEGUN} {argv[0]} (session {session_id}) at {time.strftime('%FT%T%z')}\n".encode())
+        out.flush()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nexusflow", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()
+    return process
+
+
+async def held_by(process: subprocess.Popen[bytes], session_id: str, within: float = HOLDS_WITHIN) -> str | None:
+    """The flow run the process runs once it holds the session; None when it has not within
+    ``within`` seconds (it goes on). A process that ended first (refused, failed, or done
+    before it was seen) is a refusal quoting its last words, unless its run went by."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        beat = await read_record(Heartbeat, "sessions", session_id, "lease.json")
+        if beat is not None and beat.process is not None and beat.process.pid == process.pid:
+            return beat.flow_run_id
+        if process.poll() is not None:
+            if process.returncode in (0, 3):  # completed, or ended pending, before a look saw it beat
+                beat = await read_record(Heartbeat, "sessions", session_id, "lease.json")
+                return beat.flow_run_id if beat is not None else None
+            raise mcp_did_not_start(session_id, last_words(session_id))
+        await anyio.sleep(_LOOK_EVERY)
+    return None
+
+
+def last_words(session_id: str) -> str:
+    """The command's last word in the session's log (``nexusflow: error: ...``), else its last line."""
+    try:
+        with open(log_path(session_id), "rb") as log:
+            log.seek(max(0, os.fstat(log.fileno()).st_size - _SAID))
+            tail = log.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return f"its log could not be read ({exc})"
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    begun = [index for index, line in enumerate(lines) if line.startswith(_BEGUN)]
+    lines = lines[begun[-1] + 1 :] if begun else lines  # this start's words, not an earlier one's
+    said = deque((line for line in lines if line.startswith("nexusflow:")), maxlen=1)
+    return said[0] if said else lines[-1] if lines else "it said nothing"

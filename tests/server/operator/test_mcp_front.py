@@ -1,0 +1,310 @@
+"""``nexusflow mcp`` through a real MCP client (the ``mcp`` SDK's), over stdio and over HTTP:
+a run started, watched to its request, answered once, read to its end; a server restarted in
+between; a cancel; and the HTTP server's refusals (token, Host, Origin, size, read-only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+pytestmark = [pytest.mark.anyio]
+
+TOOLS = '''
+import os, time
+from nexusflow import current_answer, suspend, tool
+
+@tool
+def deploy(service: str) -> str:
+    """Deploy a service, after approval."""
+    if current_answer() is None:
+        return suspend(f"May I deploy {service}?")
+    with open(os.environ["DEPLOYED_LOG"], "a") as log:
+        log.write(service + "\\n")
+    return f"deployed {service}"
+
+@tool
+def wait_long(seconds: float) -> str:
+    """Sleeps."""
+    with open(os.environ["DEPLOYED_LOG"], "a") as log:
+        log.write(f"waiting {os.getpid()}\\n")
+    time.sleep(seconds)
+    return "slept"
+'''
+
+
+@pytest.fixture
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "front_tools.py"
+    path.write_text(TOOLS)
+    monkeypatch.setenv("DEPLOYED_LOG", str(tmp_path / "deployed.log"))
+    return path
+
+
+@asynccontextmanager
+async def served(*args: str) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "nexusflow", "mcp", *args], env=dict(os.environ))
+    async with Client(stdio_client(params), read_timeout_seconds=300) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def refused(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    (said,) = result.content
+    return said.text  # type: ignore[union-attr]
+
+
+async def until(client: Client, session: str, *states: str, within: float = 240) -> dict[str, Any]:
+    deadline = time.monotonic() + within
+    while True:
+        view = await call(client, "get_run", session_id=session)
+        if view["state"] in states:
+            return view
+        assert time.monotonic() < deadline, view
+        await anyio.sleep(0.5)
+
+
+@pytest.mark.slow
+async def test_a_run_started_watched_answered_once_and_read_across_a_server_restart(tools: Path, tmp_path: Path):
+    """The session id is the server's own (a UUID's hex, as ``nexusflow run`` makes them):
+    ``nexusflow answer`` took such an id for a flow run's and refused it."""
+    async with served("--tools", f"{tools}:deploy") as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        assert listed == {"start_run", "get_run", "list_sessions", "answer", "cancel_run"}
+        started = await call(client, "start_run", prompt='call deploy {"service": "web"}')
+    session = started["session_id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", session)
+    assert started["flow_run_id"] is not None
+    async with served("--tools", f"{tools}:deploy") as client:  # a new server: it knows only Prefect and storage
+        view = await until(client, session, "waiting")
+        assert view["flow_run_id"] == started["flow_run_id"]
+        assert view["waiting"]["tool"] == "deploy"
+        assert json.loads(view["waiting"]["arguments"]) == {"service": "web"}
+        request = view["waiting"]["request_id"]
+        said = await refused(client, "answer", session_id=session, request_id="another", approve=True)
+        assert said.endswith(f'session "{session}" waits for request {request}, not another: nothing was answered')
+        async with served("--tools", f"{tools}:deploy") as other:  # two answers at once, from two servers
+            results: list[Any] = []
+
+            async def answer(by: Client, approve: bool) -> None:
+                results.append(
+                    await by.call_tool("answer", {"session_id": session, "request_id": request, "approve": approve})
+                )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(answer, client, True)
+                group.start_soon(answer, other, True)
+        taken = [result.structured_content for result in results if not result.is_error]
+        assert len(taken) == 1, [result.content for result in results]
+        assert taken[0]["flow_run_id"] not in (None, started["flow_run_id"])
+        (lost,) = [result.content[0].text for result in results if result.is_error]
+        assert lost.endswith(
+            (
+                f'request {request} of session "{session}" is answered already: nothing was answered again',
+                f'session "{session}" is running (flow run {taken[0]["flow_run_id"]}): nothing was answered',
+            )
+        ), lost
+        done = await until(client, session, "completed", "failed")
+        assert done["state"] == "completed", done
+        assert done["text"] == "deploy: deployed web"
+        assert (done["turns"], done["tool_calls"]) == (2, 1)
+        late = await refused(client, "answer", session_id=session, request_id=request, approve=True)
+        assert late.endswith(f'session "{session}" is completed, not waiting for an answer: nothing was answered')
+        transcript = await client.read_resource(f"nexusflow://sessions/{session}/transcript")
+        assert "deployed web" in transcript.contents[0].text  # type: ignore[union-attr]
+        sessions = await call(client, "list_sessions", state=["completed"])
+        assert session in [row["session_id"] for row in sessions["result"]]
+    assert (tmp_path / "deployed.log").read_text() == "web\n", "the approved tool ran once"
+
+
+@pytest.mark.slow
+async def test_a_running_run_is_cancelled_and_leaves_no_process(tools: Path, tmp_path: Path):
+    log = tmp_path / "deployed.log"
+    async with served("--tools", f"{tools}:wait_long") as client:
+        started = await call(client, "start_run", prompt='call wait_long {"seconds": 600}')
+        session = started["session_id"]
+        deadline = time.monotonic() + 120
+        while not log.exists():
+            assert time.monotonic() < deadline, "the tool never started"
+            await anyio.sleep(0.2)
+        worker = int(log.read_text().split()[1])
+        cancelling = await call(client, "cancel_run", session_id=session)
+        assert cancelling["how"].startswith("SIGTERM to its process")
+        view = await until(client, session, "cancelled", "failed", "completed", "crashed")
+        assert view["state"] == "cancelled", view
+        deadline = time.monotonic() + 60
+        while _alive(worker):
+            assert time.monotonic() < deadline, f"the run's process {worker} is still there"
+            await anyio.sleep(0.2)
+        said = await refused(client, "cancel_run", session_id=session)
+        assert said.endswith(f'session "{session}" is cancelled: there is no run to cancel')
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state[state.rfind(")") + 2] not in "ZX"
+
+
+async def test_refusals_in_one_line(tools: Path):
+    async with served() as client:
+        said = await refused(client, "start_run", prompt="hello")
+        assert said.endswith(
+            "mcp: this server was started without an agent (nexusflow mcp --style ... or --script ...): "
+            "name a deployment to start"
+        )
+        said = await refused(client, "get_run", session_id="no-such-session-here")
+        assert said.endswith(
+            "mcp: no run of session or flow run 'no-such-session-here' is known to this Prefect server"
+        )
+        said = await refused(client, "get_run")
+        assert said.endswith("mcp: give a session_id or a flow_run_id (one of them)")
+        said = await refused(client, "start_run", deployment="no-flow/no-deployment", prompt="x")
+        assert said.endswith("mcp: no deployment 'no-flow/no-deployment' (give it as flow-name/deployment-name)")
+        said = await refused(client, "list_sessions", older_than="a while")
+        assert "is not a duration" in said
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Any:
+    """``nexusflow mcp --http 0 --read-only`` in a process: its URL and the token it printed."""
+    stderr = tmp_path / "mcp.err"
+    with open(stderr, "wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nexusflow", "mcp", "--http", "0", "--read-only"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not (found := re.search(r"MCP server on (http://\S+/mcp); bearer token: (\S+)", stderr.read_text())):
+            assert process.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.1)
+        yield found.group(1), found.group(2), stderr
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, stderr.read_text()
+
+
+def _initialize() -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+
+
+async def test_http_refuses_without_the_token_a_foreign_host_or_origin_and_a_large_body(http_server: Any):
+    url, token, _ = http_server
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    bearer = {**headers, "Authorization": f"Bearer {token}"}
+    port = url.split(":")[2].split("/")[0]
+    async with httpx.AsyncClient(timeout=30) as http:
+        assert (await http.post(url, json=_initialize(), headers=headers)).status_code == 401
+        wrong = {**headers, "Authorization": f"Bearer {token}x"}
+        assert (await http.post(url, json=_initialize(), headers=wrong)).status_code == 401
+        foreign = {**bearer, "Host": f"evil.example:{port}"}
+        assert (await http.post(url, json=_initialize(), headers=foreign)).status_code == 421
+        page = {**bearer, "Origin": "http://evil.example"}
+        assert (await http.post(url, json=_initialize(), headers=page)).status_code == 403
+        large = json.dumps({**_initialize(), "padding": "x" * (1024 * 1024 + 1)})
+        assert (await http.post(url, content=large, headers=bearer)).status_code == 413
+        own = {**bearer, "Origin": f"http://127.0.0.1:{port}"}
+        assert (await http.post(url, json=_initialize(), headers=own)).status_code == 200
+
+
+async def test_http_read_only_serves_only_what_changes_nothing(http_server: Any):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    url, token, stderr = http_server
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        assert {tool.name for tool in (await client.list_tools()).tools} == {"get_run", "list_sessions"}
+        result = await client.call_tool("start_run", {"prompt": "x"})
+        assert result.is_error
+        sessions = await call(client, "list_sessions")
+        assert isinstance(sessions["result"], list)
+    assert "Traceback" not in stderr.read_text()
+
+
+def _configured(code: str, language: str) -> dict[str, Any]:
+    """The one server a client's configuration names (Claude Code, Codex, VS Code shapes)."""
+    import tomllib
+
+    read = tomllib.loads(code) if language == "toml" else json.loads(code)
+    servers = read.get("mcpServers") or read.get("mcp_servers") or read["servers"]
+    (server,) = servers.values()
+    return server
+
+
+@pytest.mark.parametrize("index", range(3))
+async def test_each_clients_stdio_configuration_starts_the_server_it_names(index: int):
+    from helpers.docs import blocks
+
+    found = [block for block in blocks() if "a client's configuration (" in block.marker]
+    assert len(found) == 3
+    server = _configured(found[index].code, found[index].language)
+    assert server["command"] == "nexusflow" and server.get("type", "stdio") == "stdio"
+    command = str(Path(sys.executable).with_name("nexusflow"))
+    params = StdioServerParameters(command=command, args=server["args"], env=dict(os.environ))
+    async with Client(stdio_client(params), read_timeout_seconds=120) as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+    assert listed == {"start_run", "get_run", "list_sessions", "answer", "cancel_run"}
+
+
+async def test_the_http_configuration_reaches_the_server_with_its_token(http_server: Any):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from helpers.docs import block_marked
+
+    url, token, _ = http_server
+    server = _configured(block_marked("a client's configuration over HTTP"), "json")
+    port = url.split(":")[2].split("/")[0]
+    written = server["url"]
+    assert written.startswith("http://127.0.0.1:") and written.endswith("/mcp")
+    headers = {name: value.replace("${input:nexusflow-token}", token) for name, value in server["headers"].items()}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(written.replace(":8765/", f":{port}/"), http_client=http)) as client,
+    ):
+        assert {tool.name for tool in (await client.list_tools()).tools} == {"get_run", "list_sessions"}
