@@ -18,6 +18,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.settings import get_current_settings
 from prefect.states import Cancelling as CancellingState
 
+from .._prefect import answer_claims as claims
 from .._prefect.session_lock import Heartbeat
 from .._prefect.storage import read_record
 from .._support.liveness import gone, this_process
@@ -27,7 +28,7 @@ from ..command.invocation import Invocation, load_invocation
 from ..config._checks import check_session_id
 from ..ops.sessions import SessionInfo, duration, job_session, list_sessions, session_info
 from ..state.store import SessionStore, read_status
-from . import background, claims
+from . import background
 from .errors import (
     mcp_answered_already,
     mcp_cancel_elsewhere,

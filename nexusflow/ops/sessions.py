@@ -37,6 +37,7 @@ from prefect.filesystems import WritableFileSystem
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel
 
+from .._prefect.answer_claims import forget_claims
 from .._prefect.artifact_keys import keys_of
 from .._prefect.errors import crashed_not_beating, crashed_process_died
 from .._prefect.let_go import let_go_of
@@ -344,6 +345,7 @@ async def _forget(storage: WritableFileSystem, session_id: str, known: set[str])
             # The records last: they are how a prune finds the session, so a forget that failed
             # midway (the API down) is finished by the next prune or forget.
             artifacts = await _delete_artifacts(client, name)
+            await forget_claims(client, name)
             lock = await held(client, lock_name(name))
             if lock is not None and await let_go_of(lock.id, within=LET_GO_WAIT):
                 lock = None  # its run, in this process, let go and deleted it meanwhile: no left-over

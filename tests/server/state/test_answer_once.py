@@ -13,9 +13,9 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import VariableCreate
 
+from nexusflow._prefect import answer_claims as claims
 from nexusflow._prefect.deployments import create_once
 from nexusflow._support.liveness import process_mark
-from nexusflow.mcp_server import claims
 
 pytestmark = [pytest.mark.anyio]
 
@@ -73,3 +73,16 @@ async def test_a_dead_claimers_claim_is_taken_over_and_a_foreign_one_is_not(sess
             VariableCreate(name=claims.claim_name(session_id, "r2"), value=elsewhere.model_dump(mode="json"))
         )
         assert await claims.claim(client, session_id, "r2") is None, "a claim from another machine was taken"
+
+
+async def test_forget_deletes_the_claims_a_killed_claimer_left(session_id):
+    from nexusflow.ops.sessions import forget_session
+
+    async with get_client() as client:
+        assert await claims.claim(client, session_id, "r1") is not None
+        assert await claims.claim(client, session_id, "r2") is not None
+        other = f"{session_id}-other"
+        assert await claims.claim(client, other, "r1") is not None
+        await forget_session(session_id)
+        assert await claims.forget_claims(client, session_id) == 0, "a claim of the forgotten session stays"
+        assert await claims.forget_claims(client, other) == 1, "another session's claim went with it"

@@ -1,4 +1,5 @@
-"""An answer to a session of the server's own agent, taken once however many clients send it.
+"""An answer to a session of ``nexusflow mcp``'s own agent, taken once however many clients
+send it.
 
 The answer goes on in a background process, which takes a second to hold the session; until
 it does, a second answer to the same request must be refused at once, from any server on the
@@ -70,3 +71,14 @@ async def release(client: PrefectClient, claim_id: UUID) -> None:
     except Exception as exc:  # the client raises httpx's error for a 404 here
         if getattr(getattr(exc, "response", None), "status_code", None) != 404:
             raise
+
+
+async def forget_claims(client: PrefectClient, session_id: str) -> int:
+    """Every claim left of the session (by a claimer killed before it let go), deleted."""
+    response = await client.request(
+        "POST", "/variables/filter", json={"variables": {"name": {"like_": claims_of(session_id)}}, "limit": 200}
+    )
+    found = [UUID(variable["id"]) for variable in response.json()]
+    for claim_id in found:
+        await release(client, claim_id)
+    return len(found)
