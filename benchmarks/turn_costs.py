@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import math
 import os
 import statistics
 import sys
@@ -152,8 +151,9 @@ def report(figures: dict[str, list[float]], turns: int) -> None:
         for what in ("wall", "cpu"):
             value = medians[f"{name} {what}"]
             cells.append(
-                f"{value * 1000:8.2f} {value / medians[f'floor {what}']:7.2f}x"
-                f" {value / medians.get(f'floor+ {what}', math.nan):8.2f}x"
+                f"{value * 1000:8.2f} {value / medians[f'floor {what}']:7.2f}x"(
+                    f" {value / medians[f'floor+ {what}']:8.2f}x" if f"floor+ {what}" in medians else f" {'-':>9s}"
+                )
             )
         print(f"  {name:10s} {' '.join(cells)}")
     print("  (CPU is this process's, every thread: steadier than wall on a machine that also runs the server)")

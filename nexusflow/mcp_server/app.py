@@ -58,12 +58,12 @@ def build(agent: runs.Agent | None, *, read_only: bool = False) -> MCPServer:
 
     @server.tool(annotations=looks)
     @_refused(ToolError)
-    async def get_run(session_id: str | None = None, flow_run_id: str | None = None) -> RunView:
+    async def get_run(session_id: str | None = None, flow_run_id: str | None = None, wait: float = 0) -> RunView:
         """Where a run stands, by its session id or a flow run id: its state (running, waiting,
         completed, failed, crashed, cancelled), turns and tool calls so far, its last step, the
         request a waiting run asks to be answered, and once completed its answer, typed output
-        and usage."""
-        return await runs.get_run(session_id, flow_run_id)
+        and usage. wait (0 to 50 seconds) returns as soon as a running run stops running."""
+        return await runs.get_run(session_id, flow_run_id, wait)
 
     @server.tool(annotations=looks)
     @_refused(ToolError)

@@ -82,10 +82,6 @@ def mcp_cancel_elsewhere(session_id: str, pid: int | None, machine: str | None) 
     )
 
 
-def mcp_read_only(tool: str) -> RunRequestError:
-    return RunRequestError(f"mcp: {tool} changes runs, and this server is read-only (--read-only)")
-
-
 def mcp_bad_address(text: str) -> UsageError:
     return UsageError(f"mcp: --http takes PORT, HOST:PORT or [IPv6]:PORT (a port of 0 to 65535), not {text!r}")
 
@@ -99,3 +95,7 @@ def mcp_not_loopback_without_token(host: str) -> UsageError:
         f"mcp: serving on {host}, beyond this machine, needs a token you chose (--token or NEXUSFLOW_MCP_TOKEN): "
         "a printed one would sit in a terminal's scrollback"
     )
+
+
+def mcp_bad_wait(wait: float, bound: float) -> RunRequestError:
+    return RunRequestError(f"mcp: get_run waits 0 to {bound:g} seconds, not {wait:g}")

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+import anyio
 from prefect.client.orchestration import PrefectClient, get_client
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.client.schemas.sorting import FlowRunSort
@@ -31,6 +33,7 @@ from ..state.store import SessionStore, read_status
 from . import background
 from .errors import (
     mcp_answered_already,
+    mcp_bad_wait,
     mcp_cancel_elsewhere,
     mcp_from_python,
     mcp_no_agent,
@@ -50,6 +53,11 @@ from .views import Answered, Cancelling, RunState, RunView, StartedRun, WaitingF
 PROMPT_BOUND = 120_000
 """Bytes (UTF-8) of a prompt for the server's own agent: it travels as one argument of the
 background command, and Linux takes at most 128 KiB in one."""
+
+WAIT_BOUND = 50.0
+"""Seconds ``get_run`` waits at most: under the 60 s a client's tool call has by default
+(Codex's ``tool_timeout_sec``), with room for the answer's trip."""
+_LOOK_EVERY = 0.5
 
 _ENDED: dict[StateType, RunState] = {
     StateType.COMPLETED: "completed",
@@ -128,7 +136,20 @@ async def _start_deployment(name: str, prompt: str | None, parameters: dict[str,
     return StartedRun(session_id=session, flow_run_id=str(run.id), ui_url=ui_url(str(run.id)))
 
 
-async def get_run(session_id: str | None, flow_run_id: str | None) -> RunView:
+async def get_run(session_id: str | None, flow_run_id: str | None, wait: float = 0) -> RunView:
+    """``wait``: seconds to wait for a running run to stop running (at most ``WAIT_BOUND``),
+    so that a client without Tasks does not have to poll in a loop of its own."""
+    if not 0 <= wait <= WAIT_BOUND:
+        raise mcp_bad_wait(wait, WAIT_BOUND)
+    deadline = time.monotonic() + wait
+    while True:
+        view = await _get_run(session_id, flow_run_id)
+        if view.state != "running" or time.monotonic() >= deadline:
+            return view
+        await anyio.sleep(min(_LOOK_EVERY, max(0.0, deadline - time.monotonic())))
+
+
+async def _get_run(session_id: str | None, flow_run_id: str | None) -> RunView:
     if (session_id is None) == (flow_run_id is None):
         raise mcp_session_or_run()
     async with get_client() as client:
@@ -265,7 +286,7 @@ def _answered(session: str, request_id: str, approve: bool, flow_run_id: str | N
 
 
 async def cancel_run(session_id: str | None, flow_run_id: str | None) -> Cancelling:
-    view = await get_run(session_id, flow_run_id)
+    view = await _get_run(session_id, flow_run_id)
     if view.state != "running" or view.flow_run_id is None:
         raise mcp_not_running(view.session_id, view.state)
     async with get_client() as client:

@@ -79,11 +79,12 @@ async def refused(client: Client, tool: str, **arguments: Any) -> str:
 async def until(client: Client, session: str, *states: str, within: float = 240) -> dict[str, Any]:
     deadline = time.monotonic() + within
     while True:
-        view = await call(client, "get_run", session_id=session)
+        view = await call(client, "get_run", session_id=session, wait=10)  # returns once it stops running
         if view["state"] in states:
             return view
         assert time.monotonic() < deadline, view
-        await anyio.sleep(0.5)
+        if view["state"] != "running":
+            await anyio.sleep(0.5)
 
 
 @pytest.mark.slow
@@ -183,6 +184,8 @@ async def test_refusals_in_one_line(tools: Path):
         )
         said = await refused(client, "get_run")
         assert said.endswith("mcp: give a session_id or a flow_run_id (one of them)")
+        said = await refused(client, "get_run", session_id="any", wait=51)
+        assert said.endswith("mcp: get_run waits 0 to 50 seconds, not 51")
         said = await refused(client, "start_run", deployment="no-flow/no-deployment", prompt="x")
         assert said.endswith("mcp: no deployment 'no-flow/no-deployment' (give it as flow-name/deployment-name)")
         said = await refused(client, "list_sessions", older_than="a while")
