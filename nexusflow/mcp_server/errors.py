@@ -26,7 +26,7 @@ def mcp_prompt_needed() -> RunRequestError:
 
 def mcp_prompt_too_long(size: int, bound: int) -> RunRequestError:
     return RunRequestError(
-        f"mcp: the prompt is {size} bytes (UTF-8): at most {bound} start a run of this server's agent"
+        f"mcp: the prompt is {size} bytes (UTF-8): a run of this server's agent takes at most {bound}"
     )
 
 

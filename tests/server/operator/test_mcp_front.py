@@ -311,3 +311,38 @@ async def test_the_http_configuration_reaches_the_server_with_its_token(http_ser
         Client(streamable_http_client(written.replace(":8765/", f":{port}/"), http_client=http)) as client,
     ):
         assert {tool.name for tool in (await client.list_tools()).tools} == {"get_run", "list_sessions"}
+
+
+@pytest.mark.slow
+async def test_two_starts_of_one_session_at_once_run_it_once(tools: Path, tmp_path: Path, session_id: str):
+    """Both pass the check that the session is not running; the session's lock lets one run,
+    and the other's process is refused: its refusal is the tool's error, in the command's words."""
+    async with served("--tools", f"{tools}:wait_long") as first, served("--tools", f"{tools}:wait_long") as second:
+        results: list[Any] = []
+
+        async def start(client: Client) -> None:
+            arguments = {"prompt": 'call wait_long {"seconds": 3}', "session_id": session_id}
+            results.append(await client.call_tool("start_run", arguments))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(start, first)
+            group.start_soon(start, second)
+        taken = [result for result in results if not result.is_error]
+        assert len(taken) == 1, [result.content for result in results]
+        (lost,) = [result.content[0].text for result in results if result.is_error]
+        assert f'mcp: the run of session "{session_id}" did not start: nexusflow: error: ' in lost or (
+            f'session "{session_id}" is running' in lost
+        ), lost
+        done = await until(first, session_id, "completed", "failed")
+        assert done["state"] == "completed", done
+    assert (tmp_path / "deployed.log").read_text().count("waiting") == 1, "the tool ran twice"
+
+
+async def test_a_prompt_past_the_bound_is_refused_and_starts_nothing(tools: Path, session_id: str):
+    async with served("--tools", f"{tools}:deploy") as client:
+        said = await refused(client, "start_run", prompt="x" * 120_001, session_id=session_id)
+        assert said.endswith(
+            "mcp: the prompt is 120001 bytes (UTF-8): a run of this server's agent takes at most 120000"
+        )
+        said = await refused(client, "get_run", session_id=session_id)
+        assert "no run of session or flow run" in said
