@@ -95,3 +95,23 @@ def require_token(app: Any, token: str, guard: Guard) -> Any:
         await app(scope, receive, send)
 
     return guarded
+
+
+def guarded_server(app: Any, guard: Guard, shutdown_timeout: int) -> Any:
+    """uvicorn serving ``app`` through the guarded protocol (a ``uvicorn.Server``). Its
+    backlog is also how many connections asyncio accepts in one go, each a descriptor before
+    the guard sees it: bounded like them. Deepen the kernel's queue (``QUEUE``) once it
+    listens: waiting connections cost nothing, and a flood would stall there."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        http=guarded_protocol(guard),
+        ws="none",
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        backlog=guard.limit,
+        timeout_graceful_shutdown=shutdown_timeout,
+    )
+    return uvicorn.Server(config)

@@ -123,6 +123,11 @@ class NexusflowSettings(BaseSettings):
     served_shutdown_timeout: int = Field(
         default=5, ge=0, description="Whole seconds the served MCP endpoint's requests in flight get at shutdown."
     )
+    mcp_start_wait: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds nexusflow mcp's start_run (and answer) waits for its background run to hold its session.",
+    )
     debug: bool = Field(
         default=False,
         description="Tracebacks for expected failures too (a login missing, a quota spent), as Prefect logs them.",

@@ -19,12 +19,9 @@ from prefect.settings import get_current_settings
 from .._prefect.session_lock import Heartbeat
 from .._prefect.storage import read_record
 from .._support.digest import digest
+from ..config.settings import settings
 from .errors import mcp_did_not_start
 
-HOLDS_WITHIN = 30.0
-"""Seconds a background run has to hold its session before the tool returns without its
-flow run id (the run goes on; ``get_run`` tells). A cold Python with Prefect and an embedded
-server takes seconds on a loaded machine."""
 _LOOK_EVERY = 0.2
 _BEGUN = "--- nexusflow"
 """How each start's part of a session's log begins."""
@@ -57,11 +54,13 @@ def spawn(session_id: str, argv: list[str]) -> subprocess.Popen[bytes]:
     return process
 
 
-async def held_by(process: subprocess.Popen[bytes], session_id: str, within: float = HOLDS_WITHIN) -> str | None:
+async def held_by(process: subprocess.Popen[bytes], session_id: str) -> str | None:
     """The flow run the process runs once it holds the session; None when it has not within
-    ``within`` seconds (it goes on). A process that ended first (refused, failed, or done
-    before it was seen) is a refusal quoting its last words, unless its run went by."""
-    deadline = time.monotonic() + within
+    ``NEXUSFLOW_MCP_START_WAIT`` seconds (30; it goes on, and ``get_run`` tells: a cold Python
+    with Prefect, and on the embedded default a server of its own, takes seconds, more on a
+    loaded machine). A process that ended first (refused, failed, or done before it was
+    seen) is a refusal quoting its last words, unless its run went by."""
+    deadline = time.monotonic() + settings().mcp_start_wait
     while time.monotonic() < deadline:
         beat = await read_record(Heartbeat, "sessions", session_id, "lease.json")
         if beat is not None and beat.process is not None and beat.process.pid == process.pid:

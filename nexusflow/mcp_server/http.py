@@ -9,11 +9,10 @@ import socket
 import sys
 
 import anyio
-import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
-from .._support.http_guard import QUEUE, Guard, guarded_protocol, require_token
+from .._support.http_guard import QUEUE, Guard, guarded_server, require_token
 from .._support.secrets import register
 from ..config.settings import settings
 
@@ -61,17 +60,7 @@ async def serve_http(server: MCPServer, host: str, port: int, token: str, origin
         transport_security=security(host, port, origins),
         host=host,
     )
-    config = uvicorn.Config(
-        require_token(app, token, guard),
-        http=guarded_protocol(guard),
-        ws="none",
-        log_level="warning",
-        lifespan="on",
-        access_log=False,
-        backlog=guard.limit,
-        timeout_graceful_shutdown=limits.served_shutdown_timeout,
-    )
-    web = uvicorn.Server(config)
+    web = guarded_server(require_token(app, token, guard), guard, limits.served_shutdown_timeout)
     shown = f"[{host}]" if ":" in host else host
     try:
         async with anyio.create_task_group() as group:

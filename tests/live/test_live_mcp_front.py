@@ -18,23 +18,12 @@ from nexusflow import CliStyles
 from nexusflow.testing import ScriptedReply
 from nexusflow.testing.conformance import scripted_cli
 
+from approvals import LOGGED_DEPLOY
 from live_agents import binary
 
 pytestmark = [pytest.mark.anyio]
 
-TOOLS = '''
-import os
-from nexusflow import current_answer, suspend, tool
-
-@tool
-def deploy(service: str) -> str:
-    """Deploy a service, after approval."""
-    if current_answer() is None:
-        return suspend(f"May I deploy {service}?")
-    with open(os.environ["DEPLOYED_LOG"], "a") as log:
-        log.write(service + "\\n")
-    return f"deployed {service}"
-'''
+TOOLS = LOGGED_DEPLOY
 
 
 async def test_claude_starts_waits_answers_and_reads_a_run_through_nexusflow_mcp(tmp_path: Path):
@@ -56,7 +45,12 @@ async def test_claude_starts_waits_answers_and_reads_a_run_through_nexusflow_mcp
             "nexusflow": {
                 "command": sys.executable,
                 "args": ["-m", "nexusflow", "mcp", "--tools", f"{tools}:deploy"],
-                "env": {**passed, "DEPLOYED_LOG": str(deployed), "PATH": os.environ["PATH"]},
+                "env": {
+                    **passed,
+                    "DEPLOYED_LOG": str(deployed),
+                    "PATH": os.environ["PATH"],
+                    "NEXUSFLOW_MCP_START_WAIT": "300",
+                },
             }
         }
     }

@@ -28,6 +28,15 @@ path (``--tools FILE:deploy``), and with the docstring the command's tests gave 
 appends the other tools its file needs."""
 
 
+LOGGED_DEPLOY = ASKING_DEPLOY.replace(
+    'return f"deployed {service}"',
+    'with open(__import__("os").environ["DEPLOYED_LOG"], "a") as log:\n        log.write(service + "\\n")\n'
+    '    return f"deployed {service}"',
+)
+"""``deploy`` that also writes each service it deployed to the file ``DEPLOYED_LOG`` names: for a
+run in another process (``nexusflow mcp``'s), to count what its tool did."""
+
+
 def gated_deploy(deployed: list[str] | None = None, *, with_data: bool = False) -> FunctionTool:
     """``deploy``, recording each service it deployed in ``deployed``. ``with_data``: it asks
     with ``{"service": SERVICE}`` as the request's data and says the answer's data back

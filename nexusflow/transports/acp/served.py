@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from ..._support.http_guard import QUEUE, Guard, guarded_protocol, require_token
+from ..._support.http_guard import QUEUE, Guard, guarded_server, require_token
 from ..._support.secrets import get_logger, register
 from ...config.settings import settings
 from ...messages import ToolResult, ToolSpec
@@ -49,7 +49,6 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
     """Serve ``specs`` until the context exits; every call goes to ``call``. The MCP server
     SDK is imported here, not with the module: it costs ~0.4 s that a one-shot run never needs."""
     import mcp_types as types
-    import uvicorn
     from mcp.server.lowlevel import Server
 
     name = f"nexusflow_{secrets.token_hex(3)}"
@@ -83,20 +82,7 @@ async def serve_toolkit(specs: list[ToolSpec], call: CallServedTool) -> AsyncIte
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    # uvicorn's backlog is also how many connections asyncio accepts in one go, each a
-    # descriptor before the guard sees it: bounded like them. The kernel's queue is deepened
-    # once listening (waiting connections cost us nothing), or a flood would stall there.
-    config = uvicorn.Config(
-        app,
-        http=guarded_protocol(guard),
-        ws="none",
-        log_level="warning",
-        lifespan="on",
-        access_log=False,
-        backlog=guard.limit,
-        timeout_graceful_shutdown=limits.served_shutdown_timeout,
-    )
-    web = uvicorn.Server(config)
+    web = guarded_server(app, guard, limits.served_shutdown_timeout)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(web.serve, [sock])

@@ -22,20 +22,14 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from approvals import LOGGED_DEPLOY
+
 pytestmark = [pytest.mark.anyio]
 
-TOOLS = '''
+TOOLS = (
+    LOGGED_DEPLOY
+    + '''
 import os, time
-from nexusflow import current_answer, suspend, tool
-
-@tool
-def deploy(service: str) -> str:
-    """Deploy a service, after approval."""
-    if current_answer() is None:
-        return suspend(f"May I deploy {service}?")
-    with open(os.environ["DEPLOYED_LOG"], "a") as log:
-        log.write(service + "\\n")
-    return f"deployed {service}"
 
 @tool
 def wait_long(seconds: float) -> str:
@@ -45,6 +39,7 @@ def wait_long(seconds: float) -> str:
     time.sleep(seconds)
     return "slept"
 '''
+)
 
 
 @pytest.fixture
@@ -57,7 +52,9 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @asynccontextmanager
 async def served(*args: str) -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "nexusflow", "mcp", *args], env=dict(os.environ))
+    # A loaded machine (CI's) can take longer than the default 30 s to start a run's process.
+    env = {**os.environ, "NEXUSFLOW_MCP_START_WAIT": "300"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "nexusflow", "mcp", *args], env=env)
     async with Client(stdio_client(params), read_timeout_seconds=300) as client:
         yield client
 
