@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -23,25 +25,30 @@ from ..config.settings import settings
 from .errors import mcp_did_not_start
 
 _LOOK_EVERY = 0.2
-_BEGUN = "--- nexusflow"
-"""How each start's part of a session's log begins."""
 _SAID = 4096
 """The last characters of a failed start's log quoted in its refusal."""
 
 
-def log_path(session_id: str) -> Path:
-    """``<PREFECT_HOME>/nexusflow/mcp/<session digest>.log``, appended by each run of the session."""
+def log_path(session_id: str, pid: int | str = "*") -> Path:
+    """``<PREFECT_HOME>/nexusflow/mcp/<session digest>/<pid>.log``: one file a background
+    process, so two started at once never mix their words (``*``: the session's folder glob)."""
     home = Path(get_current_settings().home).expanduser()
-    return home / "nexusflow" / "mcp" / f"{digest(session_id)}.log"
+    return home / "nexusflow" / "mcp" / digest(session_id) / f"{pid}.log"
 
 
-def spawn(session_id: str, argv: list[str]) -> subprocess.Popen[bytes]:
-    """``nexusflow <argv>`` in the background: no stdin, its output appended to the session's
-    log, reaped by a thread of its own so no zombie stays."""
-    log = log_path(session_id)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        out.write(f"{_BEGUN} {argv[0]} (session {session_id}) at {time.strftime('%FT%T%z')}\n".encode())
+@dataclass(frozen=True)
+class Started:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+def spawn(session_id: str, argv: list[str]) -> Started:
+    """``nexusflow <argv>`` in the background: no stdin, its output in a log of its own,
+    reaped by a thread of its own so no zombie stays."""
+    folder = log_path(session_id).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".starting-", suffix=".log", delete=False) as out:
+        out.write(f"nexusflow {argv[0]} (session {session_id}) at {time.strftime('%FT%T%z')}\n".encode())
         out.flush()
         process = subprocess.Popen(
             [sys.executable, "-m", "nexusflow", *argv],
@@ -50,16 +57,19 @@ def spawn(session_id: str, argv: list[str]) -> subprocess.Popen[bytes]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    log = log_path(session_id, process.pid)
+    os.replace(out.name, log)  # the open descriptor the process writes to follows the rename
     threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()
-    return process
+    return Started(process, log)
 
 
-async def held_by(process: subprocess.Popen[bytes], session_id: str) -> str | None:
+async def held_by(started: Started, session_id: str) -> str | None:
     """The flow run the process runs once it holds the session; None when it has not within
     ``NEXUSFLOW_MCP_START_WAIT`` seconds (30; it goes on, and ``get_run`` tells: a cold Python
     with Prefect, and on the embedded default a server of its own, takes seconds, more on a
     loaded machine). A process that ended first (refused, failed, or done before it was
     seen) is a refusal quoting its last words, unless its run went by."""
+    process = started.process
     deadline = time.monotonic() + settings().mcp_start_wait
     while time.monotonic() < deadline:
         beat = await read_record(Heartbeat, "sessions", session_id, "lease.json")
@@ -69,21 +79,19 @@ async def held_by(process: subprocess.Popen[bytes], session_id: str) -> str | No
             if process.returncode in (0, 3):  # completed, or ended pending, before a look saw it beat
                 beat = await read_record(Heartbeat, "sessions", session_id, "lease.json")
                 return beat.flow_run_id if beat is not None else None
-            raise mcp_did_not_start(session_id, last_words(session_id))
+            raise mcp_did_not_start(session_id, last_words(started.log))
         await anyio.sleep(_LOOK_EVERY)
     return None
 
 
-def last_words(session_id: str) -> str:
-    """The command's last word in the session's log (``nexusflow: error: ...``), else its last line."""
+def last_words(log: Path) -> str:
+    """The command's last word in its log (``nexusflow: error: ...``), else the log's last line."""
     try:
-        with open(log_path(session_id), "rb") as log:
-            log.seek(max(0, os.fstat(log.fileno()).st_size - _SAID))
-            tail = log.read().decode("utf-8", "replace")
+        with open(log, "rb") as read:
+            read.seek(max(0, os.fstat(read.fileno()).st_size - _SAID))
+            tail = read.read().decode("utf-8", "replace")
     except OSError as exc:
         return f"its log could not be read ({exc})"
     lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    begun = [index for index, line in enumerate(lines) if line.startswith(_BEGUN)]
-    lines = lines[begun[-1] + 1 :] if begun else lines  # this start's words, not an earlier one's
     said = deque((line for line in lines if line.startswith("nexusflow:")), maxlen=1)
     return said[0] if said else lines[-1] if lines else "it said nothing"

@@ -109,8 +109,8 @@ async def start_run(
     argv = ["run", *([prompt] if prompt is not None else []), "--session", session, *agent.argv]
     if prompt is not None and len(prompt.encode("utf-8", "surrogatepass")) > PROMPT_BOUND:
         raise mcp_prompt_too_long(len(prompt.encode("utf-8", "surrogatepass")), PROMPT_BOUND)
-    process = background.spawn(session, argv)
-    flow_run_id = await background.held_by(process, session)
+    spawned = background.spawn(session, argv)
+    flow_run_id = await background.held_by(spawned, session)
     return StartedRun(session_id=session, flow_run_id=flow_run_id, ui_url=ui_url(flow_run_id))
 
 
@@ -268,8 +268,8 @@ async def answer(
                 argv += ["--data", json.dumps(data)]
             if reason is not None:
                 argv += ["--reason", reason]
-            process = background.spawn(session, argv)
-            flow_run_id = await background.held_by(process, session)
+            spawned = background.spawn(session, argv)
+            flow_run_id = await background.held_by(spawned, session)
         finally:
             await claims.release(client, claimed)
     return _answered(session, request_id, approve, flow_run_id)
