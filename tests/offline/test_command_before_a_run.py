@@ -57,3 +57,32 @@ def test_an_acp_command_given_as_a_venv_interpreter_keeps_its_venv():
     venv_python = Path(sys.executable)
     assert venv_python.is_symlink(), "the tests run from a venv"
     assert absolute_command(str(venv_python)) == str(venv_python)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--http", "nope"],
+            "nexusflow: mcp: --http takes PORT, HOST:PORT or [IPv6]:PORT (a port of 0 to 65535), not 'nope'",
+        ),
+        (
+            ["--http", "127.0.0.1:70000"],
+            "nexusflow: mcp: --http takes PORT, HOST:PORT or [IPv6]:PORT (a port of 0 to 65535), not '127.0.0.1:70000'",
+        ),
+        (
+            ["--http", "0.0.0.0:0"],
+            "nexusflow: mcp: serving on 0.0.0.0, beyond this machine, needs a token you chose (--token or "
+            "NEXUSFLOW_MCP_TOKEN): a printed one would sit in a terminal's scrollback",
+        ),
+        (["--http", "0", "--token", " "], "nexusflow: mcp: the bearer token (--token or NEXUSFLOW_MCP_TOKEN) is empty"),
+        (
+            ["--style", "claude", "--command", "/no/such/binary"],
+            "nexusflow: --command: cli: command not found: /no/such/binary",
+        ),
+    ],
+)
+def test_nexusflow_mcp_refuses_its_flags_before_it_serves(capsys, args, said):
+    done = nexusflow_here(capsys, "mcp", *args)
+    assert done.returncode == 2
+    assert one_line(done) == said
