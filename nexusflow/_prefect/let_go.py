@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.to_thread
-from prefect.client.orchestration import get_client
+from prefect.client.orchestration import PrefectClient, get_client
+from prefect.settings import get_current_settings
 
 from .._support.secrets import get_logger
 from ..errors import describe
@@ -113,6 +114,26 @@ def drain(within: float = DRAIN_WITHIN) -> list[str]:
     return left
 
 
+_clients: dict[str, PrefectClient] = {}
+"""One client per server, opened on the let-go loop by its first delete and kept for the
+process's life: a client asks the server for its CSRF token as it opens, a request every run
+paid for its let-go."""
+_opening: asyncio.Lock | None = None
+
+
+async def _client() -> PrefectClient:
+    """The kept client of the server the current context names."""
+    global _opening
+    url = str(get_current_settings().api.url or "embedded")
+    _opening = _opening or asyncio.Lock()
+    async with _opening:
+        if url not in _clients:
+            client = get_client()
+            await client.__aenter__()
+            _clients[url] = client
+    return _clients[url]
+
+
 def _hurry(letting: _Letting) -> None:
     if _loop is not None:
         _loop.call_soon_threadsafe(letting.hurry.set)
@@ -130,8 +151,7 @@ async def _delete(letting: _Letting) -> None:
     try:
         with anyio.move_on_after(FIRST_AFTER):
             await letting.hurry.wait()
-        async with get_client() as client:
-            await delete(client, letting.lock_id)
+        await delete(await _client(), letting.lock_id)
         letting.deleted = True
     except Exception as exc:
         logger.warning("%s: could not let go of its lock (%s); its next run deletes it", letting.what, describe(exc))
