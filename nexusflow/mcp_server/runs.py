@@ -80,8 +80,7 @@ class Agent:
         argv: list[str] = []
         for name, value in invocation.model_dump(mode="json", exclude_none=True).items():
             flag = "--" + name.replace("_", "-")
-            for one in value if isinstance(value, list) else [value]:
-                argv += [flag, str(one)]
+            argv += [f"{flag}={one}" for one in (value if isinstance(value, list) else [value])]
         return cls(invocation, argv)
 
 
@@ -106,7 +105,9 @@ async def start_run(
         raise mcp_no_agent()
     if prompt is None and session_id is None:
         raise mcp_prompt_needed()
-    argv = ["run", *([prompt] if prompt is not None else []), "--session", session, *agent.argv]
+    # Values after "=" and the prompt after "--": a prompt or a value that begins with a dash
+    # ("--help") is never read as a flag of the command.
+    argv = ["run", f"--session={session}", *agent.argv, *(["--", prompt] if prompt is not None else [])]
     if prompt is not None and len(prompt.encode("utf-8", "surrogatepass")) > PROMPT_BOUND:
         raise mcp_prompt_too_long(len(prompt.encode("utf-8", "surrogatepass")), PROMPT_BOUND)
     spawned = background.spawn(session, argv)
@@ -263,11 +264,12 @@ async def answer(
         if claimed is None:
             raise mcp_answered_already(session, request_id)
         try:
-            argv = ["answer", session, "--approve" if approve else "--deny", "--request", request_id]
+            argv = ["answer", "--approve" if approve else "--deny", f"--request={request_id}"]
             if data is not None:
-                argv += ["--data", json.dumps(data)]
+                argv.append(f"--data={json.dumps(data)}")
             if reason is not None:
-                argv += ["--reason", reason]
+                argv.append(f"--reason={reason}")
+            argv += ["--", session]
             spawned = background.spawn(session, argv)
             flow_run_id = await background.held_by(spawned, session)
         finally:

@@ -344,3 +344,19 @@ async def test_a_prompt_past_the_bound_is_refused_and_starts_nothing(tools: Path
         )
         said = await refused(client, "get_run", session_id=session_id)
         assert "no run of session or flow run" in said
+
+
+@pytest.mark.slow
+async def test_a_prompt_or_reason_that_begins_with_a_dash_is_text_not_a_flag(tools: Path, tmp_path: Path):
+    """The background command gets the prompt after ``--`` and each value after ``=``: a
+    prompt of ``--help`` once printed the command's help, and no run started."""
+    async with served("--tools", f"{tools}:deploy") as client:
+        started = await call(client, "start_run", prompt='--help\ncall deploy {"service": "-x"}')
+        session = started["session_id"]
+        view = await until(client, session, "waiting")
+        request = view["waiting"]["request_id"]
+        await call(client, "answer", session_id=session, request_id=request, approve=True, reason="--deny")
+        done = await until(client, session, "completed", "failed")
+        assert done["state"] == "completed", done
+        assert done["text"] == "deploy: deployed -x"
+    assert (tmp_path / "deployed.log").read_text() == "-x\n"
