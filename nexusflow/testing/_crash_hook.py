@@ -53,16 +53,22 @@ class Hook:
             os.killpg(0, signal.SIGKILL)
 
     def install(self) -> None:
-        write, sync, call, say = storage.write_atomically, storage.sync_step_record, Toolkit.call, self.say
+        write, put, sync = storage.write_atomically, storage._put_in_place, storage.sync_step_record
+        call, say = Toolkit.call, self.say
 
         def write_then_count(path: Path, content: bytes) -> None:
             write(path, content)
             self.after_write(path)
 
-        def sync_then_count(handle: int, path: Path) -> None:
-            """A step record is stored once it is synced to disk."""
-            sync(handle, path)
+        def place_then_count(path: Path, content: bytes, in_place: Any) -> None:
+            """A step record is stored once it is in place, before its run hears so: a SIGKILL
+            keeps what the kernel holds (the sync after is for a power failure, which no kill
+            is). Counted at its sync, the kill fell wherever the run had got to meanwhile (a
+            model turn does not wait for the tool record's sync), not between two steps."""
+            handle = put(path, content, sync=False)
             self.after_write(path)
+            in_place()
+            sync(handle, path)
 
         async def logged_call(
             self: Toolkit,  # the name Toolkit.call gives it
@@ -76,7 +82,7 @@ class Hook:
             return await call(self, name, arguments, policy, position)
 
         storage.write_atomically = write_then_count
-        storage.sync_step_record = sync_then_count
+        storage._write_step_record_then_sync = place_then_count
         Toolkit.call = logged_call  # type: ignore[method-assign]
 
 

@@ -21,6 +21,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -52,7 +53,7 @@ def die() -> None:
 
 
 stored = 0
-write, sync = storage.write_atomically, storage.sync_step_record
+write, put, sync = storage.write_atomically, storage._put_in_place, storage.sync_step_record
 
 counting = threading.Lock()
 
@@ -74,15 +75,19 @@ def write_then_maybe_die(path: Path, content: bytes) -> None:
     count_then_maybe_die(path)
 
 
-def sync_then_maybe_die(handle: int, path: Path) -> None:
-    """A step record is stored once it is synced to disk."""
-    sync(handle, path)
+def place_then_maybe_die(path: Path, content: bytes, in_place: Callable[[], None]) -> None:
+    """A step record is stored once it is in place, before the run hears so: a SIGKILL keeps
+    it (its sync is for a power failure), and the kill falls between two steps (counted at
+    its sync, it fell wherever the next model turn, which does not wait for it, had got to)."""
+    handle = put(path, content, sync=False)
     count_then_maybe_die(path)
+    in_place()
+    sync(handle, path)
 
 
 if args.kill_after or args.die_in_turn is not None:  # a run to be killed says what it stored
     storage.write_atomically = write_then_maybe_die
-    storage.sync_step_record = sync_then_maybe_die
+    storage._write_step_record_then_sync = place_then_maybe_die
 
 
 @tool
