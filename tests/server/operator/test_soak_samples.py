@@ -39,6 +39,8 @@ def test_the_soak_s_samples_see_each_kind_of_leak_and_its_slope_fails(tmp_path: 
     for name in THRESHOLDS:
         if name != "rss":
             assert after[name] - before[name] >= 1, f"{name}: {before[name]} -> {after[name]}"
-    report = Report(runs=3, seconds=0.0)
-    report.samples = [(0, before), (1, after)]
+    # The probe's one more of each, kept by each of four runs: one step a run is no wander.
+    rise = {name: after[name] - before[name] for name in before}
+    report = Report(runs=4, seconds=0.0)
+    report.samples = [(run, {name: before[name] + run * rise[name] for name in before}) for run in range(5)]
     assert set(report.growing()) == set(THRESHOLDS)
