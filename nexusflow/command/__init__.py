@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from cyclopts import App, CycloptsError, Parameter
 
+from .._support.version import package_version
 from ..errors import ArgumentError, NexusflowError, PrefectApiError, UsageError, unwrap
 from .errors import usage_no_alerts_command, usage_no_command, usage_no_styles_command
 
@@ -29,16 +30,10 @@ EXIT_PIPE_CLOSED = 128 + 13
 """What a shell reports for a program that SIGPIPE stopped: the reader (``| head``) left."""
 
 
-def _version() -> str:
-    from importlib.metadata import version
-
-    return version("nexusflow")
-
-
 app = App(
     name="nexusflow",
     help=__doc__.split("\n\n")[0] if __doc__ else None,
-    version=_version,
+    version=package_version,
     # No --no-X / --empty-X twins: every flag means what it names.
     default_parameter=Parameter(negative=()),
     suppress_keyboard_interrupt=False,  # main() says how Ctrl-C ends, not cyclopts

@@ -13,9 +13,11 @@ from mcp_types import ToolAnnotations
 
 from .._prefect.retry import is_transient
 from .._prefect.server import use_server
+from .._support.version import package_version
 from ..errors import NexusflowError, PrefectApiError
 from ..ops.sessions import SessionInfo
 from . import runs
+from .tasks import Tasks, forget_task
 from .views import Answered, Cancelling, RunState, RunView, StartedRun
 
 P = ParamSpec("P")
@@ -53,7 +55,11 @@ def _refused(error: type[Exception]) -> Callable[[Callable[P, Awaitable[T]]], Ca
 
 
 def build(agent: runs.Agent | None, *, read_only: bool = False) -> MCPServer:
-    server: MCPServer = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    # Tasks change runs (an answer, a cancel): a read-only server serves none.
+    extensions = [] if read_only else [Tasks()]
+    server: MCPServer = MCPServer(
+        NAME, version=package_version(), instructions=INSTRUCTIONS, log_level="WARNING", extensions=extensions
+    )
     looks = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=looks)
@@ -91,8 +97,11 @@ def build(agent: runs.Agent | None, *, read_only: bool = False) -> MCPServer:
         """Start a durable run and return at once with its session id and flow run: of a
         deployment (flow-name/deployment-name, with parameters), else of this server's agent.
         A session_id goes on with that session (a new prompt, or, without one, from its last
-        finished step)."""
-        return await runs.start_run(agent, prompt, deployment, parameters, session_id)
+        finished step). A client that declares the Tasks extension gets a task that follows the run."""
+        started = await runs.start_run(agent, prompt, deployment, parameters, session_id)
+        if session_id is not None:
+            await forget_task(started.session_id)
+        return started
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
     @_refused(ToolError)

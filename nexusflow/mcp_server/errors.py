@@ -30,6 +30,13 @@ def mcp_prompt_too_long(size: int, bound: int) -> RunRequestError:
     )
 
 
+def mcp_answer_too_long(size: int, bound: int) -> RunRequestError:
+    return RunRequestError(
+        f"mcp: the answer's data and reason are {size} bytes (UTF-8): an answer to a run of this server's agent "
+        f"takes at most {bound}: nothing was answered"
+    )
+
+
 def mcp_no_deployment(name: str) -> RunRequestError:
     return RunRequestError(f"mcp: no deployment {name!r} (give it as flow-name/deployment-name)")
 
@@ -99,3 +106,27 @@ def mcp_not_loopback_without_token(host: str) -> UsageError:
 
 def mcp_bad_wait(wait: float, bound: float) -> RunRequestError:
     return RunRequestError(f"mcp: get_run waits 0 to {bound:g} seconds, not {wait:g}")
+
+
+def mcp_no_task(task_id: str) -> RunRequestError:
+    return RunRequestError(f"mcp: Failed to retrieve task: no task {task_id!r} is known to this Prefect server")
+
+
+def mcp_task_gone_on(task_id: str, session_id: str) -> RunRequestError:
+    return RunRequestError(
+        f'mcp: Failed to retrieve task: task {task_id!r} has expired: session "{session_id}" went on with a later '
+        "start_run (read it with get_run)"
+    )
+
+
+def mcp_bad_task_data(request_id: str, said: str) -> RunRequestError:
+    return RunRequestError(
+        f"mcp: the answer to request {request_id} gives data that is not JSON ({said}): nothing was answered"
+    )
+
+
+def mcp_cancel_waiting(session_id: str, request_id: str) -> RunRequestError:
+    return RunRequestError(
+        f'mcp: session "{session_id}" is waiting for request {request_id}: there is no run to cancel '
+        "(decline the request to end its turn)"
+    )

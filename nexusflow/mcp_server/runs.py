@@ -32,6 +32,7 @@ from ..ops.sessions import SessionInfo, duration, job_session, list_sessions, se
 from ..state.store import SessionStore, read_status
 from . import background
 from .errors import (
+    mcp_answer_too_long,
     mcp_answered_already,
     mcp_bad_wait,
     mcp_cancel_elsewhere,
@@ -51,8 +52,8 @@ from .errors import (
 from .views import Answered, Cancelling, RunState, RunView, StartedRun, WaitingFor
 
 PROMPT_BOUND = 120_000
-"""Bytes (UTF-8) of a prompt for the server's own agent: it travels as one argument of the
-background command, and Linux takes at most 128 KiB in one."""
+"""Bytes (UTF-8) of a prompt for the server's own agent, and of an answer's data and reason:
+each travels as an argument of the background command, and Linux takes at most 128 KiB in one."""
 
 WAIT_BOUND = 50.0
 """Seconds ``get_run`` waits at most: under the 60 s a client's tool call has by default
@@ -208,6 +209,7 @@ async def _view(info: SessionInfo, run: FlowRun | None) -> RunView:
         state=info.state,
         flow_run_state=run.state_name if run is not None else None,
         ui_url=ui_url(info.flow_run_id),
+        updated=info.updated,
         turns=info.turns,
         tool_calls=info.tool_calls,
         last_step=info.last_step,
@@ -259,17 +261,20 @@ async def answer(
             raise mcp_from_python(session)
         started = await answer_job(waiting, session, request_id, approve, data, reason)
         return _answered(session, request_id, approve, started)
+    argv = ["answer", "--approve" if approve else "--deny", f"--request={request_id}"]
+    if data is not None:
+        argv.append(f"--data={json.dumps(data)}")
+    if reason is not None:
+        argv.append(f"--reason={reason}")
+    argv += ["--", session]
+    size = sum(len(one.encode("utf-8", "surrogatepass")) for one in argv)
+    if size > PROMPT_BOUND:
+        raise mcp_answer_too_long(size, PROMPT_BOUND)
     async with get_client() as client:
         claimed = await claims.claim(client, session, request_id)
         if claimed is None:
             raise mcp_answered_already(session, request_id)
         try:
-            argv = ["answer", "--approve" if approve else "--deny", f"--request={request_id}"]
-            if data is not None:
-                argv.append(f"--data={json.dumps(data)}")
-            if reason is not None:
-                argv.append(f"--reason={reason}")
-            argv += ["--", session]
             spawned = background.spawn(session, argv)
             flow_run_id = await background.held_by(spawned, session)
         finally:

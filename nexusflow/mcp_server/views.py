@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -42,6 +43,9 @@ class RunView(BaseModel):
         default=None, description="The flow run's state in Prefect (Scheduled, Running, Paused, ...)."
     )
     ui_url: str | None = None
+    updated: datetime | None = Field(
+        default=None, description="Its last activity: its last run's end, or its running run's last heartbeat."
+    )
     turns: int = 0
     tool_calls: int = 0
     last_step: str | None = Field(default=None, description="turn-N or tool-N: its last stored step.")

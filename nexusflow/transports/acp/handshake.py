@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._support.version import package_version
 from ..errors import acp_initialize_not_object, acp_protocol_version
 
 PROTOCOL_VERSION = 1
@@ -16,7 +17,7 @@ def initialize_params() -> dict[str, Any]:
     return {
         "protocolVersion": PROTOCOL_VERSION,
         "clientCapabilities": CLIENT_CAPABILITIES,
-        "clientInfo": {"name": "nexusflow", "version": _version()},
+        "clientInfo": {"name": "nexusflow", "version": package_version()},
     }
 
 
@@ -39,12 +40,3 @@ def capability(capabilities: Any, *path: str) -> bool:
             return False
         value = value.get(key)
     return value is True or isinstance(value, dict)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("nexusflow")
-    except PackageNotFoundError:
-        return "0"
