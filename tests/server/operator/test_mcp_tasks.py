@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -284,3 +288,51 @@ async def test_cancel_stops_a_working_task_and_is_refused_for_one_that_waits_for
         # Cancelling an ended task is acknowledged and changes nothing.
         await client.session.send_request(CancelTask(params=TaskIdParams(task_id=working.task_id)), _ANY)
         assert (await get_task(client, working.task_id))["status"] == "cancelled"
+
+
+@contextmanager
+def http_served(tools: Path, log: Path) -> Iterator[tuple[str, str]]:
+    args = ["--tools", f"{tools}:deploy", "--http", "0"]
+    with open(log, "wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nexusflow", "mcp", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, "NEXUSFLOW_MCP_START_WAIT": "300"},
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not (found := re.search(r"MCP server on (http://\S+/mcp); bearer token: (\S+)", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield found.group(1), found.group(2)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+
+
+async def test_over_http_a_task_is_answered_to_its_end(tools: Path, tmp_path: Path):
+    """Over streamable HTTP, through the bearer token and the Host and Origin checks: the
+    ``tasks/*`` methods pass the guard as the tools do."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    with http_served(tools, tmp_path / "server.log") as (url, token):
+        tasks = TasksClient()
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=300) as http,
+            Client(
+                streamable_http_client(url, http_client=http), read_timeout_seconds=300, extensions=[tasks]
+            ) as client,
+        ):
+            assert client.protocol_version == "2026-07-28"
+            result = await client.call_tool("start_run", {"prompt": 'call deploy {"service": "http"}'})
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    assert (result.structured_content["state"], result.structured_content["text"]) == (
+        "completed",
+        "deploy: deployed http",
+    )
+    assert "input_required" in tasks.seen
+    assert (tmp_path / "deployed.log").read_text() == "http\n"
