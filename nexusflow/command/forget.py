@@ -30,4 +30,5 @@ def report_forgotten(forgotten: list[Forgotten], asked: str) -> None:
     for one in forgotten:
         also = [what for what, removed in (("its conversation", one.conversation), ("its lock", one.lock)) if removed]
         also += [count(one.artifacts, "artifact")] if one.artifacts else []
+        also += [count(one.logs, "background log")] if one.logs else []
         print(f"forgot {one.session_id}: {count(one.records, 'record')}{''.join(', ' + a for a in also)}")

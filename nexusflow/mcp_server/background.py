@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from prefect.settings import get_current_settings
 
 from .._prefect.session_lock import Heartbeat
 from .._prefect.storage import read_record
-from .._support.digest import digest
 from ..config.settings import settings
+from ..ops.background_logs import logs_folder
 from .errors import mcp_did_not_start
 
 _LOOK_EVERY = 0.2
@@ -32,8 +31,7 @@ _SAID = 4096
 def log_path(session_id: str, pid: int | str = "*") -> Path:
     """``<PREFECT_HOME>/nexusflow/mcp/<session digest>/<pid>.log``: one file a background
     process, so two started at once never mix their words (``*``: the session's folder glob)."""
-    home = Path(get_current_settings().home).expanduser()
-    return home / "nexusflow" / "mcp" / digest(session_id) / f"{pid}.log"
+    return logs_folder(session_id) / f"{pid}.log"
 
 
 @dataclass(frozen=True)

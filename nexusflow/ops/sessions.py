@@ -51,6 +51,7 @@ from ..config._checks import check_session_id
 from ..config.errors import argument_wrong
 from ..errors import SessionLiveError
 from ..state.store import ancestors, conversation_key, nested_sessions, read_status, unlink
+from .background_logs import delete_logs
 from .errors import sessions_bad_duration, sessions_bad_state, sessions_duration_too_long
 
 State = Literal["running", "waiting", "completed", "failed", "crashed", "cancelled"]
@@ -107,6 +108,8 @@ class Forgotten(BaseModel):
     artifacts: int = 0
     """Its artifacts deleted from the Prefect server (each run's transcript, summary and
     progress); its flow runs, their task runs and logs stay: Prefect's history."""
+    logs: int = 0
+    """The output files of its runs ``nexusflow mcp`` started in the background, on this machine."""
 
 
 def duration(text: str) -> timedelta:
@@ -353,7 +356,8 @@ async def _forget(storage: WritableFileSystem, session_id: str, known: set[str])
                 await delete(client, lock.id)
             records = await delete_tree(storage, session_prefix(name))
             conversation = await delete_record(storage, conversation_key(name)) if name == session_id else 0
-            if records or conversation or lock is not None or artifacts:
+            logs = await delete_logs(name)
+            if records or conversation or lock is not None or artifacts or logs:
                 forgotten.append(
                     Forgotten(
                         session_id=name,
@@ -361,6 +365,7 @@ async def _forget(storage: WritableFileSystem, session_id: str, known: set[str])
                         conversation=bool(conversation),
                         lock=lock is not None,
                         artifacts=artifacts,
+                        logs=logs,
                     )
                 )
     return forgotten

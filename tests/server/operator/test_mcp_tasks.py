@@ -27,6 +27,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Request, RequestParams, Result
 from pydantic import TypeAdapter
 
+from nexusflow.ops.background_logs import logs_folder
+
 from approvals import LOGGED_DEPLOY
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -236,6 +238,20 @@ async def test_the_sdk_client_resolves_the_task_to_the_runs_end_and_a_later_star
         )
         ended = await until_status(client, second.task_id, "completed")
         assert ended["result"]["structuredContent"]["turns"] >= 1
+        folder = logs_folder(session)
+        assert len(list(folder.iterdir())) == 4, "one log a background process: three starts, one answer"
+        forgot = subprocess.run(
+            [sys.executable, "-m", "nexusflow", "forget", session], capture_output=True, text=True, timeout=120
+        )
+        assert forgot.returncode == 0, forgot.stderr[-3000:]
+        assert forgot.stdout.rstrip().endswith(", 4 background logs"), forgot.stdout
+        assert not folder.exists()
+        with pytest.raises(MCPError) as gone:
+            await get_task(client, second.task_id)
+        assert (
+            gone.value.error.message
+            == f"mcp: Failed to retrieve task: no task {second.task_id!r} is known to this Prefect server"
+        )
     assert not (tmp_path / "deployed.log").exists(), "declined: the tool did not run"
 
 
