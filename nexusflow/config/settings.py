@@ -128,6 +128,11 @@ class NexusflowSettings(BaseSettings):
         gt=0,
         description="Seconds nexusflow mcp's start_run (and answer) waits for its background run to hold its session.",
     )
+    mcp_max_runs: int = Field(
+        default=8,
+        ge=1,
+        description="Background processes (runs and answers) one nexusflow mcp server has running at once.",
+    )
     debug: bool = Field(
         default=False,
         description="Tracebacks for expected failures too (a login missing, a quota spent), as Prefect logs them.",

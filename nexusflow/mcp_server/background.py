@@ -21,7 +21,7 @@ from .._prefect.session_lock import Heartbeat
 from .._prefect.storage import read_record
 from ..config.settings import settings
 from ..ops.background_logs import logs_folder
-from .errors import mcp_did_not_start
+from .errors import mcp_did_not_start, mcp_too_many_runs
 
 _LOOK_EVERY = 0.2
 _SAID = 4096
@@ -40,9 +40,24 @@ class Started:
     log: Path
 
 
+_running: set[subprocess.Popen[bytes]] = set()
+_spawning = threading.Lock()
+
+
 def spawn(session_id: str, argv: list[str]) -> Started:
     """``nexusflow <argv>`` in the background: no stdin, its output in a log of its own,
-    reaped by a thread of its own so no zombie stays."""
+    reaped by a thread of its own so no zombie stays. At most ``NEXUSFLOW_MCP_MAX_RUNS`` at
+    once: a client calling in a loop would otherwise start a Python with Prefect for each."""
+    with _spawning:
+        _running.difference_update([process for process in _running if process.poll() is not None])
+        if len(_running) >= settings().mcp_max_runs:
+            raise mcp_too_many_runs(len(_running))
+        started = _spawn(session_id, argv)
+        _running.add(started.process)
+    return started
+
+
+def _spawn(session_id: str, argv: list[str]) -> Started:
     folder = log_path(session_id).parent
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=folder, prefix=".starting-", suffix=".log", delete=False) as out:

@@ -130,3 +130,10 @@ def mcp_cancel_waiting(session_id: str, request_id: str) -> RunRequestError:
         f'mcp: session "{session_id}" is waiting for request {request_id}: there is no run to cancel '
         "(decline the request to end its turn)"
     )
+
+
+def mcp_too_many_runs(running: int) -> RunRequestError:
+    return RunRequestError(
+        f"mcp: this server's runs in the background are at their bound, {running} (NEXUSFLOW_MCP_MAX_RUNS): "
+        "nothing was started; try again once one has ended or waits"
+    )

@@ -51,9 +51,9 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @asynccontextmanager
-async def served(*args: str) -> AsyncIterator[Client]:
+async def served(*args: str, **settings: str) -> AsyncIterator[Client]:
     # A loaded machine (CI's) can take longer than the default 30 s to start a run's process.
-    env = {**os.environ, "NEXUSFLOW_MCP_START_WAIT": "300"}
+    env = {**os.environ, "NEXUSFLOW_MCP_START_WAIT": "300", **settings}
     params = StdioServerParameters(command=sys.executable, args=["-m", "nexusflow", "mcp", *args], env=env)
     async with Client(stdio_client(params), read_timeout_seconds=300) as client:
         yield client
@@ -158,6 +158,36 @@ async def test_a_running_run_is_cancelled_and_leaves_no_process(tools: Path, tmp
             await anyio.sleep(0.2)
         said = await refused(client, "cancel_run", session_id=session)
         assert said.endswith(f'session "{session}" is cancelled: there is no run to cancel')
+
+
+@pytest.mark.slow
+async def test_a_server_at_its_bound_of_background_runs_refuses_to_start_another(tools: Path, tmp_path: Path):
+    """A client calling ``start_run`` in a loop would start a Python with Prefect for each:
+    past ``NEXUSFLOW_MCP_MAX_RUNS`` the call is refused and starts nothing, and once a run has
+    ended the next starts."""
+    async with served("--tools", f"{tools}:wait_long", NEXUSFLOW_MCP_MAX_RUNS="1") as client:
+        first = await call(client, "start_run", prompt='call wait_long {"seconds": 600}')
+        said = await refused(client, "start_run", prompt="hello")
+        assert said.endswith(
+            "mcp: this server's runs in the background are at their bound, 1 (NEXUSFLOW_MCP_MAX_RUNS): nothing was "
+            "started; try again once one has ended or waits"
+        )
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "deployed.log").exists():
+            assert time.monotonic() < deadline, "the tool never started"
+            await anyio.sleep(0.2)
+        await call(client, "cancel_run", session_id=first["session_id"])
+        assert (await until(client, first["session_id"], "cancelled", "failed", "completed"))["state"] == "cancelled"
+        deadline = time.monotonic() + 60
+        while True:  # its process exits once its run is cancelled
+            again = await client.call_tool("start_run", {"prompt": "hello"})
+            if not again.is_error:
+                break
+            assert time.monotonic() < deadline, again.content
+            await anyio.sleep(0.5)
+        assert again.structured_content is not None
+        done = await until(client, again.structured_content["session_id"], "completed", "failed")
+        assert done["state"] == "completed", done
 
 
 def _alive(pid: int) -> bool:
