@@ -376,8 +376,10 @@ def use_server(*, say: bool = False) -> Choice:
             logger.info("%s", _chosen.describe(_home()))
         return _chosen
     from .._support.launches import reap
+    from .._support.tracing import configure
 
     reap()  # once per process, as it starts its first run: what killed runs left behind
+    configure()  # an OTLP endpoint the environment names: set up before Prefect's first span
     from prefect.context import FlowRunContext, TaskRunContext, refresh_global_settings_context
     from prefect.settings import get_current_settings
 

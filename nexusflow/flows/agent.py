@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Coroutine
 from typing import Any
 from uuid import UUID
 
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Link
 from prefect import Flow, flow, get_run_logger
+from prefect.client.orchestration import get_client
 from prefect.filesystems import WritableFileSystem
 from prefect.runtime import flow_run
 
 from .._prefect.storage import block_document_id, step_storage
+from .._support import tracing
 from ..errors import NoRuntimeError
+from ..state.store import read_status
 from ..tasks.live_run import LiveRun
 from .run import FLOW_NAME, AgentRun, Ended, tool_runtime
 from .steps import Steps
@@ -40,12 +46,28 @@ async def agent_run(session_id: str, prompt: str = "", inputs: str | None = None
     run_id = str(flow_run.get_id())
     steps = Steps(session_id, await step_storage(), tool_runtime(live), live.options.task_config)
     run = AgentRun(session_id, run_id, live, steps, logger)
-    try:
-        outcome = await run.held(prompt, inputs)
-    except Exception as exc:
-        return await run.ended_by(exc)
-    return run.finish(outcome)
+    links = await _resumed_links(session_id, run_id)
+    with tracing.span("invoke_agent nexusflow", agent_attributes(session_id, run_id, live), links):
+        try:
+            outcome = await run.held(prompt, inputs)
+        except Exception as exc:
+            return await run.ended_by(exc)
+        return run.finish(outcome)
 
+
+def agent_attributes(session_id: str, run_id: str, live: LiveRun) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "nexusflow",
+        "gen_ai.conversation.id": session_id,
+        "gen_ai.request.model": live.options.model,
+        "prefect.flow_run.id": run_id,
+    }
+
+
+TRACEPARENT_LABEL = "__OTEL_TRACEPARENT"
+"""Where Prefect keeps a flow run's trace context (``prefect.telemetry.run_telemetry``)."""
+_logger = logging.getLogger("nexusflow.tracing")
 
 AgentRunFlow = Flow[[str, str, str | None, LiveRun | None], Coroutine[Any, Any, Ended]]
 """``agent_run``'s type: its parameters and what it returns."""
@@ -65,3 +87,27 @@ def agent_run_storing_in(storage: WritableFileSystem) -> AgentRunFlow:
     if found is None:
         found = _storing_in[document] = agent_run.with_options(result_storage=storage)
     return found
+
+
+async def _resumed_links(session_id: str, run_id: str) -> list[Link]:
+    """A link to the trace of the session's run before this one (the run it resumes, or goes
+    on from), read from the label Prefect keeps its trace in; none when tracing is off, for a
+    new session, or where that run kept no trace."""
+    if tracing.tracer() is None:
+        return []
+    status = await read_status(session_id)
+    if status is None or not status.flow_run_id or status.flow_run_id == run_id:
+        return []
+    try:
+        async with get_client() as client:
+            before = await client.read_flow_run(UUID(status.flow_run_id))
+    except Exception as exc:  # a link is a courtesy: a run is never failed for one
+        _logger.debug("tracing: the run before %s could not be read: %s", run_id, exc)
+        return []
+    traceparent = (before.labels or {}).get(TRACEPARENT_LABEL)
+    if not isinstance(traceparent, str):
+        return []
+    context = trace.get_current_span(propagate.extract({"traceparent": traceparent})).get_span_context()
+    if not context.is_valid:
+        return []
+    return [Link(context, {"nexusflow.link": "resumes", "prefect.flow_run.id": status.flow_run_id})]

@@ -14,6 +14,7 @@ from prefect.filesystems import WritableFileSystem
 from prefect.results import ResultStore
 from prefect.utilities.annotations import quote
 
+from .._support import tracing
 from ..config.task_config import StepOptions, TaskConfig
 from ..messages import Answer, ModelRequest, Request, ToolCall, ToolResult, Usage
 from ..state.suspension import Suspended, outcome_text
@@ -31,6 +32,8 @@ from ..tasks import (
     wait,
 )
 from ..tasks.live_run import LiveRun, bound
+from ..tasks.tool_call import tool_attributes
+from ..tasks.turn import chat_name, turn_attributes
 
 StepKind = Literal["turn", "tool", "suspend", "wait"]
 
@@ -130,6 +133,8 @@ class Steps:
             order, "turn", f"turn-{step}", state.name, record.seconds, record.reply.usage, record.answered_by
         )
         check_stored(f"turn-{step}", key, replayed)
+        if replayed:
+            tracing.replayed(chat_name(request), turn_attributes(self.session_id, step, request))
         for index, call in enumerate(record.reply.tool_calls):
             self.label(step, index, call)
         self.upstream = key
@@ -154,6 +159,8 @@ class Steps:
         record = ToolRecord.model_validate(await state.aresult())
         replayed = self._record(order, "tool", name, state.name, record.seconds, record.result.usage)
         check_stored(name, key, replayed)
+        if replayed:
+            tracing.replayed(f"execute_tool {call.name}", tool_attributes(self.session_id, step, call))
         return record, replayed
 
     def asked_key(self, kind: str, step: int, index: int, request: Request) -> str:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from .._prefect.locks import slot
 from .._prefect.storage import synced
+from .._support import tracing
 from ..config.hooks import AfterTool, BeforeTool, call_hook
 from ..config.policies import ToolPolicy, concurrency_limit_name, policy_for
 from ..config.settings import ARGUMENT_DEPTH, TOOL_RESULT
@@ -161,7 +162,10 @@ async def tool_call(
 
     announced = asyncio.get_running_loop().call_later(ANNOUNCED_AFTER, announce)
     try:
-        record = await execute_tool(call, runtime, answer, CallPosition(session_id, step, index))
+        with tracing.span(f"execute_tool {call.name}", tool_attributes(session_id, step, call)) as current:
+            record = await execute_tool(call, runtime, answer, CallPosition(session_id, step, index))
+            if record.result.is_error:
+                tracing.failed(current, shown(record.result.content))
     finally:
         announced.cancel()
     prefix = "" if said else f"{arguments} · "
@@ -179,3 +183,14 @@ async def tool_call(
 
 
 tool_call.on_rollback(note_unstored)
+
+
+def tool_attributes(session_id: str, step: int, call: ToolCall) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        "gen_ai.tool.type": "function",
+        "gen_ai.conversation.id": session_id,
+        "nexusflow.step": step,
+    }

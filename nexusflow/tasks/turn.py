@@ -15,11 +15,12 @@ from prefect.transactions import CommitMode, atransaction
 from pydantic import BaseModel, Field
 from tenacity import RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from .._support import tracing
 from .._support.retrying import Retrying
 from ..config.hooks import AfterLlm, BeforeLlm, call_hook
 from ..config.subscription import SubscriptionLimit
 from ..errors import QuotaExhausted, TransientError
-from ..messages import AssistantMessage, Message, ModelReply, ModelRequest, ToolCall
+from ..messages import AssistantMessage, Message, ModelReply, ModelRequest, ToolCall, Usage
 from ..state.budget import Holder, check, count
 from ..state.events import Emit
 from ..transports import CallOutcome, CallTool, ModelTransport, TurnScope
@@ -260,7 +261,13 @@ async def model_turn(
     if runtime.budget is not None:
         await check(runtime.budget)
     scope = TurnScope(step=step, call_tool=_served_calls(runtime, step), emit=runtime.emit)
-    record = await produce_turn(request, runtime, scope)
+    with (
+        tracing.span(chat_name(request), turn_attributes(session_id, step, request)) as current,
+        tracing.identity(session_id, _flow_run_id(), step),
+    ):
+        record = await produce_turn(request, runtime, scope)
+        if current is not None:
+            current.set_attributes(usage_attributes(record.reply.usage))
     settings = request.model_dump(mode="json", exclude={"messages"}) if since == 0 else None
     record = record.model_copy(update={"asked": TurnAsked(new=request.messages[since:], settings=settings)})
     if runtime.budget is not None:
@@ -291,3 +298,39 @@ def _log_decision(record: TurnRecord) -> None:
 
 
 model_turn.on_rollback(note_unstored)
+
+
+def usage_attributes(usage: Usage | None) -> dict[str, Any]:
+    """Tokens as the CLI reported them; a figure it did not report is left out, never 0."""
+    if usage is None:
+        return {}
+    figures = {
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+        "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
+        "gen_ai.response.model": usage.model,
+    }
+    return {name: value for name, value in figures.items() if value is not None}
+
+
+def _flow_run_id() -> str | None:
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    return str(context.flow_run.id) if context is not None and context.flow_run is not None else None
+
+
+def chat_name(request: ModelRequest) -> str:
+    """``chat {model}``, as the GenAI conventions name an inference span; ``chat`` when the
+    run names no model (the CLI's own default answers)."""
+    return f"chat {request.model}" if request.model else "chat"
+
+
+def turn_attributes(session_id: str, step: int, request: ModelRequest) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": request.model,
+        "gen_ai.conversation.id": session_id,
+        "nexusflow.step": step,
+    }

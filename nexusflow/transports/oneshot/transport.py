@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..._support.secrets import register_environment
+from ..._support.tracing import resource_environment
 from ...config._env import expand, expand_all
 from ...errors import CliError, CliTransientError, MissingVariableError, QuotaExhausted
 from ...messages import ModelReply, ModelRequest, TurnStats, Usage
@@ -104,6 +105,7 @@ class CliTransport:
         given = {**expand_all(self.config.style.env), **expand_all(self.config.env)}
         private = {"TMPDIR": scratch} if scratch is not None and "TMPDIR" not in given else {}
         env = {**os.environ, **private, **given}
+        env.update(resource_environment(env))
         register_environment(env)
         return env
 

@@ -32,6 +32,7 @@ RUN_AS_COPIED: dict[str, str] = {
     ),
     "compose-prefect-map": "['Summarize Prefect.', 'Summarize MCP.', 'Summarize ACP.']\n",
     "sessions": "pruned 0 sessions\n",
+    "traces": "['chat my-model', 'invoke_agent nexusflow']\n",
 }
 """The blocks tests/homes/test_docs.py runs as a reader runs them, one after another on one
 home, and what each prints; every other block is run elsewhere or says why not
