@@ -46,7 +46,10 @@ def configure() -> bool:
     before Prefect opens a flow run's span, which would otherwise go nowhere."""
     global _set_up
     if _set_up is None:
-        _set_up = any(os.environ.get(name) for name in _ENDPOINTS) and _provider_from_environment()
+        # A provider the program set itself (Logfire's configure(), its own SDK set-up) is
+        # used as it is: OpenTelemetry allows one per process.
+        own = not isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
+        _set_up = not own and any(os.environ.get(name) for name in _ENDPOINTS) and _provider_from_environment()
     return _set_up
 
 
