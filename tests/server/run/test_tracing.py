@@ -138,6 +138,24 @@ class _Receiver(BaseHTTPRequestHandler):
         pass
 
 
+def test_a_sub_agents_run_is_inside_its_callers_trace_under_the_tool_call_that_ran_it():
+    spans, (result,) = traced("sub-agent")
+    assert len({span["trace"] for span in spans}) == 1, "the sub-agent's run is in its caller's trace"
+    agents = [span for span in spans if span["name"] == "invoke_agent nexusflow"]
+    caller, called = sorted(agents, key=lambda span: span["attributes"]["gen_ai.conversation.id"])
+    assert called["attributes"]["gen_ai.conversation.id"] == caller["attributes"]["gen_ai.conversation.id"] + ".0.0"
+    session = caller["attributes"]["gen_ai.conversation.id"]
+    ancestors, above = [], called
+    while above["parent"] is not None:
+        above = next(span for span in spans if span["id"] == above["parent"])
+        ancestors.append(above["name"])
+    assert ancestors == [f"agent-{session}.0.0", "tool-0-reviewer", "invoke_agent nexusflow", f"agent-{session}"]
+    (tool,) = [span for span in spans if span["name"] == "execute_tool reviewer"]
+    assert parent_of(spans, tool) == "tool-0-reviewer"
+    assert tool["attributes"]["gen_ai.tool.name"] == "reviewer"
+    assert result["status"] == "completed"
+
+
 @pytest.mark.slow
 def test_an_otlp_endpoint_in_the_environment_is_enough_and_without_one_nothing_exports():
     """The standard variables alone: nexusflow sets the exporter up as its first run starts,

@@ -1,6 +1,7 @@
 """A run traced into an in-memory OpenTelemetry exporter, in a process of its own (the tracer
 provider is set once per process, for good): ``plain`` a 2-turn run with a tool call,
-``resumed`` a run that waits for an approval and is resumed with it (its first turn replays).
+``resumed`` a run that waits for an approval and is resumed with it (its first turn replays),
+``sub-agent`` a run whose tool is another agent.
 Prints the spans, then the runs' metrics, one JSON line each."""
 
 from __future__ import annotations
@@ -51,6 +52,16 @@ client = create_in_process_client(model, model="scripted-1")
 results = []
 if sys.argv[1] == "plain":
     results.append(client.run_sync("add 2 and 3", Toolkit([add])))
+elif sys.argv[1] == "sub-agent":
+    reviewer = create_in_process_client(lambda request: "looks good", model="reviewer-1")
+
+    def asking(request):  # type: ignore[no-untyped-def]
+        if len(request.messages) < 3:
+            return {"tool_calls": [{"id": "r1", "name": "reviewer", "arguments": {"prompt": "review it"}}]}
+        return {"content": "reviewed"}
+
+    writer = create_in_process_client(asking, model="writer-1")
+    results.append(writer.run_sync("write", Toolkit([reviewer.as_tool(name="reviewer", description="Reviews.")])))
 else:
     waiting = client.run_sync("launch R1", Toolkit([launch]))
     results.append(waiting)
