@@ -10,7 +10,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -29,6 +29,8 @@ REPLAYED = "nexusflow.replayed"
 and its usage, reported when it first ran, is not reported again."""
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 _set_up: bool | None = None
+_OFF = nullcontext()
+"""What a span or an identity is when tracing is off: one shared, reusable no-op."""
 _identity: ContextVar[dict[str, str] | None] = ContextVar("nexusflow_turn_identity", default=None)
 
 
@@ -71,18 +73,13 @@ def _provider_from_environment() -> bool:
     return True
 
 
-@contextmanager
-def span(name: str, attributes: Mapping[str, Any], links: Sequence[Link] = ()) -> Iterator[Span | None]:
+def span(name: str, attributes: Mapping[str, Any], links: Sequence[Link] = ()) -> AbstractContextManager[Span | None]:
     """A span current for the block (so the spans of what it calls nest in it), ended with
     an error status when the block raises; None, and nothing done, when tracing is off."""
     found = tracer()
     if found is None:
-        yield None
-        return
-    with found.start_as_current_span(
-        name, attributes=_clean(attributes), links=links, record_exception=True
-    ) as current:
-        yield current
+        return _OFF
+    return found.start_as_current_span(name, attributes=_clean(attributes), links=links, record_exception=True)
 
 
 def replayed(name: str, attributes: Mapping[str, Any]) -> None:
@@ -105,11 +102,17 @@ def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in attributes.items() if value is not None}
 
 
-@contextmanager
-def identity(session_id: str, flow_run_id: str | None, turn: int | None = None) -> Iterator[None]:
+def identity(session_id: str, flow_run_id: str | None, turn: int | None = None) -> AbstractContextManager[None]:
     """Who the CLI a turn launches works for, while the turn runs (``resource_environment``)."""
+    if tracer() is None:
+        return _OFF
     values = {"nexusflow.session.id": session_id, "prefect.flow_run.id": flow_run_id, "nexusflow.turn": turn}
-    token = _identity.set({name: str(value) for name, value in values.items() if value is not None})
+    return _identified({name: str(value) for name, value in values.items() if value is not None})
+
+
+@contextmanager
+def _identified(values: dict[str, str]) -> Iterator[None]:
+    token = _identity.set(values)
     try:
         yield
     finally:
@@ -120,8 +123,8 @@ def resource_environment(base: Mapping[str, str]) -> dict[str, str]:
     """``OTEL_RESOURCE_ATTRIBUTES`` for a launched CLI, the turn's identity added to what the
     environment gives, so the CLI's own telemetry, where it exports any, joins our spans;
     nothing when tracing is off or outside a turn."""
-    found = _identity.get()
-    if found is None or tracer() is None:
+    found = _identity.get()  # set only while tracing is on (``identity``)
+    if found is None:
         return {}
     ours = ",".join(f"{name}={quote(value, safe='')}" for name, value in found.items())
     given = base.get("OTEL_RESOURCE_ATTRIBUTES", "").strip().strip(",")
