@@ -4,6 +4,9 @@ to a launched CLI's environment; on, a CLI launched in a turn is told the turn's
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import ProxyTracerProvider
@@ -35,3 +38,24 @@ def test_a_cli_is_told_the_turn_it_works_for_after_what_its_environment_says(mon
         told = tracing.resource_environment({"OTEL_RESOURCE_ATTRIBUTES": "team=infra,"})
     ours = "nexusflow.session.id=s%201%2C%3D,prefect.flow_run.id=f1,nexusflow.turn=3"
     assert told == {"OTEL_RESOURCE_ATTRIBUTES": f"team=infra,{ours}"}
+
+
+OWN_PROVIDER = """
+import os
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from nexusflow._support import tracing
+
+own = TracerProvider()
+trace.set_tracer_provider(own)
+os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+print(tracing.configure(), trace.get_tracer_provider() is own, tracing.tracer() is not None)
+"""
+
+
+def test_a_provider_the_program_set_is_used_as_it_is_whatever_the_endpoint_says() -> None:
+    """OpenTelemetry takes one provider per process: setting a second only warned."""
+    done = subprocess.run([sys.executable, "-c", OWN_PROVIDER], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True", "True"]
+    assert "Overriding" not in done.stderr, done.stderr
