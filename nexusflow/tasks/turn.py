@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from prefect import get_run_logger, task
+from prefect.runtime import flow_run
 from prefect.transactions import CommitMode, atransaction
 from pydantic import BaseModel, Field
 from tenacity import RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
@@ -263,7 +264,7 @@ async def model_turn(
     scope = TurnScope(step=step, call_tool=_served_calls(runtime, step), emit=runtime.emit)
     with (
         tracing.span(chat_name(request), turn_attributes(session_id, step, request)) as current,
-        tracing.identity(session_id, _flow_run_id(), step),
+        tracing.identity(session_id, flow_run.get_id() if current is not None else None, step),
     ):
         record = await produce_turn(request, runtime, scope)
         if current is not None:
@@ -312,13 +313,6 @@ def usage_attributes(usage: Usage | None) -> dict[str, Any]:
         "gen_ai.response.model": usage.model,
     }
     return {name: value for name, value in figures.items() if value is not None}
-
-
-def _flow_run_id() -> str | None:
-    from prefect.context import FlowRunContext
-
-    context = FlowRunContext.get()
-    return str(context.flow_run.id) if context is not None and context.flow_run is not None else None
 
 
 def chat_name(request: ModelRequest) -> str:
